@@ -1,0 +1,15 @@
+"""hybrid: a Gluon-style imperative/symbolic deep-learning framework on JAX.
+
+    import hybrid
+    from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock
+"""
+from . import autograd, errors, graph, init, loss, nn, optimizer, random
+from .block import Block, HybridBlock
+from .inspect import Inspection, inspect
+from .parameter import Constant, Parameter
+from .trainer import Trainer
+
+__version__ = "0.1.0"
+
+__all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
+           "Parameter", "Constant", "Trainer", "inspect", "Inspection"]

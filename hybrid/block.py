@@ -1,0 +1,476 @@
+"""Block and HybridBlock: the layer API, the bridge between objects and compiled functions."""
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+from collections import OrderedDict
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import autograd, cached_op, functional, serialization
+from . import init as _init
+from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
+from .graph.pipeline import resolve_passes
+from .parameter import Parameter, bump_version, unique_params
+
+__all__ = ["Block", "HybridBlock", "HookHandle"]
+
+
+class _CallState(threading.local):
+    def __init__(self):
+        self.depth = 0
+        self.force_eager = False
+
+
+_call_state = _CallState()
+
+
+@contextmanager
+def eager_only() -> Iterator[None]:
+    """Run hybridized blocks eagerly inside the ``with`` block (used by ``summary``)."""
+    previous, _call_state.force_eager = _call_state.force_eager, True
+    try:
+        yield
+    finally:
+        _call_state.force_eager = previous
+
+
+class HookHandle:
+    """Returned by ``register_forward_(pre_)hook``; ``detach()`` removes the hook."""
+
+    def __init__(self, hooks: OrderedDict, key: int):
+        self._hooks, self._key = hooks, key
+
+    def detach(self) -> None:
+        self._hooks.pop(self._key, None)
+
+    def __enter__(self) -> "HookHandle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.detach()
+
+
+def _to_jax(tree: Any) -> Any:
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(x) if isinstance(x, np.ndarray) else x, tree)
+
+
+def _indent(text: str, spaces: int) -> str:
+    return text.replace("\n", "\n" + " " * spaces)
+
+
+class Block:
+    """Base class of all layers and models.
+
+    Assigning a Block or a Parameter as an attribute registers it; structural
+    names (``'features.0.weight'``) come from attribute names.  Subclasses
+    implement ``forward(self, *args)``.
+    """
+
+    _active = False
+
+    def __init__(self):
+        object.__setattr__(self, "_children", OrderedDict())
+        object.__setattr__(self, "_reg_params", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_scope_name", "")
+
+    # -- registration -------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_children" not in self.__dict__:
+            raise RuntimeError(f"{type(self).__name__}.__init__ must call super().__init__() before "
+                               "assigning attributes")
+        existing = self.__dict__.get(name)
+        if isinstance(existing, (Block, Parameter)) and value is not None and \
+                not isinstance(value, (Block, Parameter)):
+            raise TypeError(f"{type(self).__name__}.{name}: cannot replace a {type(existing).__name__} "
+                            f"with a {type(value).__name__}")
+        if isinstance(value, Block):
+            self.register_child(value, name)
+        elif isinstance(value, Parameter):
+            self._children.pop(name, None)
+            self._reg_params[name] = value
+            if value._name is None:
+                value._name = name
+            bump_version()
+        elif value is None and (name in self._children or name in self._reg_params):
+            self._children.pop(name, None)
+            self._reg_params.pop(name, None)
+            bump_version()
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in self._children or name in self._reg_params:
+            self._children.pop(name, None)
+            self._reg_params.pop(name, None)
+            bump_version()
+        object.__delattr__(self, name)
+
+    def register_child(self, block: "Block", name: str | None = None) -> None:
+        """Register ``block`` as a child under ``name`` (default: its index among children)."""
+        if not isinstance(block, Block):
+            raise TypeError(f"{type(self).__name__}: children must be Blocks, got {type(block).__name__}")
+        name = str(len(self._children)) if name is None else name
+        self._reg_params.pop(name, None)
+        self._children[name] = block
+        object.__setattr__(block, "_scope_name", name)
+        bump_version()
+
+    @property
+    def params(self) -> dict[str, Parameter]:
+        """This block's own parameters (not its children's), by attribute name."""
+        return dict(self._reg_params)
+
+    def collect_params(self, select: str | None = None) -> dict[str, Parameter]:
+        """All parameters of this block and its children, keyed by structural name.
+
+        ``select`` is a regular expression matched (``re.match``) against the names,
+        e.g. ``'.*weight'``. Shared parameters appear under each of their names.
+        """
+        found: dict[str, Parameter] = {}
+        self._collect_params_with_prefix("", found)
+        if select is None:
+            return found
+        pattern = re.compile(select)
+        return {name: p for name, p in found.items() if pattern.match(name)}
+
+    def _collect_params_with_prefix(self, prefix: str, out: dict) -> None:
+        if prefix:
+            prefix += "."
+        for name, param in self._reg_params.items():
+            out[prefix + name] = param
+        for name, child in self._children.items():
+            child._collect_params_with_prefix(prefix + name, out)
+
+    def _unique_params(self) -> list[Parameter]:
+        return unique_params(self.collect_params())
+
+    # -- whole-tree operations ------------------------------------------------------
+    def initialize(self, init: Any = _init.Uniform(), device: Any = None, verbose: bool = False,
+                   force_reinit: bool = False) -> "Block":
+        """Initialise every parameter; a parameter's own ``init`` wins over ``init``.
+
+        Parameters with unknown shapes are initialised at the first forward call.
+        """
+        skipped = 0
+        for param in self._unique_params():
+            if param._data is not None and not force_reinit:
+                skipped += 1
+                continue
+            param.initialize(None, device, default_init=init, force_reinit=force_reinit)
+        if skipped:
+            warnings.warn(f"{type(self).__name__}.initialize: {skipped} parameter(s) already initialized were "
+                          "left unchanged; pass force_reinit=True to re-initialize them.", stacklevel=2)
+        return self
+
+    def apply(self, fn: Callable[["Block"], Any]) -> "Block":
+        """Call ``fn`` on every descendant (children first), then on this block."""
+        for child in self._children.values():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def zero_grad(self) -> None:
+        """Set every parameter's gradient to zeros."""
+        for param in self._unique_params():
+            param.zero_grad()
+
+    def cast(self, dtype: Any) -> "Block":
+        """Convert all parameters to ``dtype``."""
+        for child in self._children.values():
+            child.cast(dtype)
+        for param in self._reg_params.values():
+            param.cast(dtype)
+        return self
+
+    def share_parameters(self, shared: dict[str, Parameter] | None) -> "Block":
+        """Use the Parameters in ``shared`` (by structural name) instead of this block's own."""
+        if shared is None:
+            return self
+        own = self.collect_params()
+        for name, param in shared.items():
+            if name not in own:
+                continue
+            owner, attr = self._owner_of(name)
+            setattr(owner, attr, param)
+        bump_version()
+        return self
+
+    def _owner_of(self, structural_name: str) -> tuple["Block", str]:
+        *path, attr = structural_name.split(".")
+        block = self
+        for part in path:
+            block = block._children[part]
+        return block, attr
+
+    def hybridize(self, active: bool = True, **kwargs: Any) -> None:
+        """Hybridize the HybridBlock children (a plain Block itself always runs imperatively)."""
+        for child in self._children.values():
+            child.hybridize(active, **kwargs)
+
+    # -- hooks --------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook: Callable) -> HookHandle:
+        """``hook(block, args)`` runs before each forward call."""
+        self._forward_pre_hooks[id(hook)] = hook
+        return HookHandle(self._forward_pre_hooks, id(hook))
+
+    def register_forward_hook(self, hook: Callable) -> HookHandle:
+        """``hook(block, args, outputs)`` runs after each forward call."""
+        self._forward_hooks[id(hook)] = hook
+        return HookHandle(self._forward_hooks, id(hook))
+
+    # -- calling --------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for hook in tuple(self._forward_pre_hooks.values()):
+            hook(self, args)
+        state = _call_state
+        state.depth += 1
+        try:
+            out = self._dispatch(args, kwargs)
+        except Exception as exc:
+            error = self._located_error(exc, state.depth == 1)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            state.depth -= 1
+        for hook in tuple(self._forward_hooks.values()):
+            hook(self, args, out)
+        return out
+
+    def _dispatch(self, args: tuple, kwargs: dict) -> Any:
+        frame = functional.current()
+        if frame is not None:
+            if self._active and frame.kind != "trace":
+                return self._get_cached_op()((args, kwargs))
+            return self._run_forward((args, kwargs))
+        if self._active and not _call_state.force_eager:
+            return self._get_cached_op()((args, kwargs))
+        args, kwargs = _to_jax(args), _to_jax(kwargs)
+        if autograd.is_recording():
+            return cached_op.call_recorded_eager(self, (args, kwargs))
+        return self._run_forward((args, kwargs))
+
+    def _run_forward(self, packed: tuple) -> Any:
+        args, kwargs = packed
+        frame = functional.current()
+        tracing = frame is not None and frame.kind == "trace" and self._scope_name
+        with jax.named_scope(self._scope_name) if tracing else nullcontext():
+            try:
+                return self.forward(*args, **kwargs)
+            except DeferredInitializationError:
+                deferred = [p for p in self._reg_params.values() if p._deferred is not None and p._data is None]
+                if not deferred:
+                    raise
+                self.infer_shape(*args, **kwargs)
+                for param in deferred:
+                    param._finish_deferred_init()
+                return self.forward(*args, **kwargs)
+
+    def _located_error(self, exc: Exception, is_root: bool) -> Exception:
+        frame = functional.current()
+        if frame is not None and frame.kind == "trace" and isinstance(exc, cached_op._TRACER_ERRORS):
+            exc = cached_op.control_flow_error(self, exc)
+        if getattr(exc, "_hybrid_block", None) is None:
+            try:
+                exc._hybrid_block = self
+            except AttributeError:
+                pass
+        if is_root:
+            locate(exc, self._describe(getattr(exc, "_hybrid_block", self)))
+        return exc
+
+    def _describe(self, target: "Block") -> str:
+        path = self._path_to(target)
+        if path is None or path == "":
+            return f"{type(target).__name__}"
+        return f"{type(target).__name__} '{path}'"
+
+    def _path_to(self, target: "Block") -> str | None:
+        if target is self:
+            return ""
+        for name, child in self._children.items():
+            sub = child._path_to(target)
+            if sub is not None:
+                return name if sub == "" else f"{name}.{sub}"
+        return None
+
+    def forward(self, *args: Any) -> Any:
+        """The computation; override in subclasses."""
+        raise NotImplementedError(f"{type(self).__name__} must implement forward()")
+
+    def infer_shape(self, *args: Any, **kwargs: Any) -> None:
+        """Fill in unknown parameter shapes from the first inputs; override in layers that defer."""
+        unknown = [f"{name} {p.shape}" for name, p in self._reg_params.items() if p._data is None]
+        raise DeferredInitializationError(
+            f"parameters {unknown} have unknown shapes and {type(self).__name__} does not implement "
+            "infer_shape(); give the shapes explicitly")
+
+    def _get_cached_op(self) -> cached_op.CachedOp:
+        raise HybridizeError(f"{type(self).__name__} is a plain Block and cannot be hybridized")
+
+    # -- persistence ------------------------------------------------------------------------
+    def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
+        """Save all parameters by structural name to ``filename`` (atomic; ``.npz`` format).
+
+        With ``deduplicate``, a shared parameter is stored once, under its first name.
+        """
+        arrays, seen = {}, set()
+        for name, param in self.collect_params().items():
+            if deduplicate and id(param) in seen:
+                continue
+            seen.add(id(param))
+            arrays[name] = np.asarray(param.data())
+        serialization.save_arrays(filename, arrays)
+
+    def load_parameters(self, filename: str, device: Any = None, allow_missing: bool = False,
+                        ignore_extra: bool = False, cast_dtype: bool = False,
+                        dtype_source: str = "current") -> None:
+        """Load parameters saved by ``save_parameters``. Nothing is changed unless all checks pass.
+
+        Raises ValueError naming missing/extra names, ShapeError on shape mismatches,
+        TypeError on dtype mismatches unless ``cast_dtype`` (then ``dtype_source`` is
+        ``'current'`` to keep the parameters' dtypes or ``'saved'`` to adopt the file's).
+        """
+        loaded = serialization.load_arrays(filename)
+        params = self.collect_params()
+        present = {id(params[n]) for n in params if n in loaded}
+        missing = [n for n, p in params.items() if n not in loaded and id(p) not in present]
+        if missing and not allow_missing:
+            raise ValueError(f"{filename}: parameter(s) {missing} of {type(self).__name__} are not in the file "
+                             f"(it holds {sorted(loaded)[:8]}{'...' if len(loaded) > 8 else ''}). "
+                             "Pass allow_missing=True to keep their current values.")
+        extra = [n for n in loaded if n not in params]
+        if extra and not ignore_extra:
+            raise ValueError(f"{filename}: the file has parameter(s) {extra} that {type(self).__name__} does "
+                             f"not have (it has {sorted(params)[:8]}{'...' if len(params) > 8 else ''}). "
+                             "Pass ignore_extra=True to skip them.")
+        plan = []
+        for name, param in params.items():
+            if name not in loaded:
+                continue
+            array = loaded[name]
+            shape = param.shape
+            if shape is not None and (len(shape) != array.ndim or
+                                      any(d not in (0, a) for d, a in zip(shape, array.shape))):
+                raise ShapeError(f"{filename}: parameter {name!r} has shape {tuple(array.shape)} in the file, "
+                                 f"but the block expects {shape}")
+            if np.dtype(array.dtype) != param.dtype:
+                if not cast_dtype:
+                    raise TypeError(f"{filename}: parameter {name!r} has dtype {array.dtype} in the file, the "
+                                    f"block expects {param.dtype}; pass cast_dtype=True to convert")
+                if dtype_source == "saved":
+                    plan.append((param, array, array.dtype))
+                    continue
+            plan.append((param, array, None))
+        for param, array, new_dtype in plan:
+            if new_dtype is not None:
+                param.cast(new_dtype)
+            param.set_data(array)
+            if device is not None:
+                param.reset_device(device)
+
+    # -- display ---------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        if not self._children:
+            return f"{type(self).__name__}()"
+        lines = [f"  ({name}): {_indent(repr(child), 2)}" for name, child in self._children.items()]
+        return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
+
+    def summary(self, *inputs: Any) -> None:
+        """Print a table of every block's output shape and parameter count for ``inputs``."""
+        rows: list[tuple[str, str, int]] = []
+        counted: set[int] = set()
+        totals = {"total": 0, "trainable": 0, "shared": 0}
+        handles = []
+
+        def shape_str(tree: Any) -> str:
+            shapes = [tuple(x.shape) for x in jax.tree_util.tree_leaves(tree) if hasattr(x, "shape")]
+            return str(shapes[0]) if len(shapes) == 1 else str(shapes)
+
+        def hook(block: Block, _args: Any, outputs: Any) -> None:
+            n_params = 0
+            for param in block._reg_params.values():
+                size = int(np.prod(param.shape)) if param.shape else 0
+                n_params += size
+                totals["total"] += size
+                if param.grad_req != "null":
+                    totals["trainable"] += size
+                if id(param) in counted:
+                    totals["shared"] += size
+                counted.add(id(param))
+            rows.append((f"{type(block).__name__}-{len(rows) + 1}", shape_str(outputs), n_params))
+
+        self.apply(lambda b: handles.append(b.register_forward_hook(hook)))
+        try:
+            with eager_only(), autograd.pause():
+                self(*inputs)
+        finally:
+            for handle in handles:
+                handle.detach()
+        unique_total = sum(int(np.prod(p.shape)) for p in self._unique_params() if p.shape)
+        width = 80
+        lines = ["-" * width, f"{'Layer (type)':>24}{'Output Shape':>42}{'Param #':>14}", "=" * width,
+                 f"{'Input':>24}{shape_str(inputs):>42}{0:>14}"]
+        lines += [f"{name:>24}{shape:>42}{count:>14}" for name, shape, count in rows]
+        lines += ["=" * width,
+                  "Parameters in forward computation graph, duplicate included",
+                  f"   Total params: {totals['total']}",
+                  f"   Trainable params: {totals['trainable']}",
+                  f"   Non-trainable params: {totals['total'] - totals['trainable']}",
+                  f"Shared params in forward computation graph: {totals['shared']}",
+                  f"Unique parameters in model: {unique_total}",
+                  "-" * width]
+        print("\n".join(lines))
+
+
+class HybridBlock(Block):
+    """A Block whose ``forward`` is pure JAX code and can be compiled with ``hybridize()``.
+
+    Children must be HybridBlocks too.
+    """
+
+    def __init__(self):
+        super().__init__()
+        object.__setattr__(self, "_active", False)
+        object.__setattr__(self, "_cached_op", None)
+        object.__setattr__(self, "_passes", resolve_passes(None))
+
+    def register_child(self, block: Block, name: str | None = None) -> None:
+        if not isinstance(block, HybridBlock):
+            raise ValueError(f"{type(self).__name__} is a HybridBlock, so its children must be HybridBlocks too, "
+                             f"but {name!r} is a {type(block).__name__}. Use HybridSequential instead of "
+                             "Sequential, or make the child a HybridBlock.")
+        super().register_child(block, name)
+
+    def hybridize(self, active: bool = True, static_alloc: bool = False, static_shape: bool = False,
+                  passes: Any = None) -> None:
+        """Compile ``forward`` (recursively for children) at the next call.
+
+        The call is traced into hybrid's graph IR, optimised by ``passes`` (names,
+        default :data:`hybrid.graph.DEFAULT_PASSES`) and lowered to one XLA
+        executable per input signature. ``static_alloc``/``static_shape`` are
+        accepted for Gluon compatibility: XLA programs always have static memory
+        plans and shapes.
+        """
+        object.__setattr__(self, "_active", bool(active))
+        object.__setattr__(self, "_passes", resolve_passes(passes))
+        object.__setattr__(self, "_cached_op", None)
+        for child in self._children.values():
+            child.hybridize(active, static_alloc=static_alloc, static_shape=static_shape, passes=passes)
+
+    def _get_cached_op(self) -> cached_op.CachedOp:
+        op = self._cached_op
+        if op is None:
+            op = cached_op.CachedOp(self, self._passes)
+            object.__setattr__(self, "_cached_op", op)
+        return op
+
+    def _clear_cached(self) -> None:
+        object.__setattr__(self, "_cached_op", None)

@@ -1,0 +1,328 @@
+"""Compiled execution of blocks: trace -> graph passes -> lowering -> XLA, cached per signature.
+
+A :class:`CachedOp` belongs to one hybridized block.  Per input signature
+(tree structure, shapes and dtypes of array leaves, values of non-array leaves,
+train/predict mode) it holds a :class:`CompiledForward`: the flat parameter
+list gathered at trace time, the optimised graph, and jitted functions for
+inference and for recorded training (forward returning residuals, plus a
+compiled backward).  A call does a dict lookup, gathers the cached parameter
+list's arrays, calls the executable and writes back state outputs.
+"""
+from __future__ import annotations
+
+import time
+from operator import attrgetter
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from . import autograd, functional
+from . import random as _random
+from .errors import HybridizeError
+from .graph.lower import lower as lower_graph
+from .graph import pipeline
+from .graph.ir import Graph
+from .graph.trace import from_jaxpr
+from .parameter import Parameter, current_version, unique_params
+
+_TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                  jax.errors.TracerIntegerConversionError)
+_get_data = attrgetter("_data")
+
+
+def is_array(x: Any) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray))
+
+
+class ArgSpec:
+    """Splits call arguments into array leaves and static (Python) leaves."""
+
+    __slots__ = ("treedef", "array_pos", "statics", "n_leaves")
+
+    def __init__(self, leaves: list, treedef: Any):
+        self.treedef = treedef
+        self.n_leaves = len(leaves)
+        self.array_pos = [i for i, leaf in enumerate(leaves) if is_array(leaf)]
+        self.statics = {i: leaf for i, leaf in enumerate(leaves) if not is_array(leaf)}
+
+    def rebuild(self, arrays: Sequence[Any]) -> tuple:
+        leaves = [None] * self.n_leaves
+        for i, value in self.statics.items():
+            leaves[i] = value
+        for i, value in zip(self.array_pos, arrays):
+            leaves[i] = value
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+
+def signature(leaves: list) -> tuple[tuple, list]:
+    """Hashable key of a call's leaves (array shapes/dtypes, static values) and its array leaves."""
+    parts = []
+    arrays = []
+    for leaf in leaves:
+        if is_array(leaf):
+            parts.append((leaf.shape, leaf.dtype))
+            arrays.append(leaf)
+        else:
+            try:
+                hash(leaf)
+            except TypeError:
+                raise TypeError(f"non-array argument {leaf!r} of type {type(leaf).__name__} is not hashable; "
+                                "hybridized blocks take arrays or hashable Python values") from None
+            parts.append(("static", type(leaf), leaf))
+    return tuple(parts), arrays
+
+
+class TraceResult:
+    """A forward traced into a graph, with what is needed to call it."""
+
+    def __init__(self, graph: Graph, params: list[Parameter], state_params: list[Parameter],
+                 out_tree: Any, uses_rng: bool, n_outputs: int):
+        self.graph, self.params, self.state_params = graph, params, state_params
+        self.out_tree, self.uses_rng, self.n_outputs = out_tree, uses_rng, n_outputs
+
+
+def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list):
+    """make_jaxpr of the block's forward as a function of (params, inputs, rng)."""
+    info: dict = {}
+
+    def fn(param_values, input_values, rng):
+        with functional.frame(dict(zip(params, param_values)), key=rng, kind="trace") as fr:
+            try:
+                out = block._run_forward(spec.rebuild(input_values))
+            except _TRACER_ERRORS as exc:
+                raise control_flow_error(block, exc) from exc
+            except Exception as exc:
+                if getattr(exc, "_hybrid_block", None) is None:
+                    try:
+                        exc._hybrid_block = block
+                    except AttributeError:
+                        pass
+                raise
+        leaves, out_tree = jax.tree_util.tree_flatten(out)
+        for leaf in leaves:
+            if not isinstance(leaf, jax.Array):
+                raise HybridizeError(f"forward returned a {type(leaf).__name__}; a hybridized forward must "
+                                     "return arrays (or tuples/lists/dicts of arrays)")
+        info.update(out_tree=out_tree, n_out=len(leaves), states=list(fr.updates), missing=dict(fr.missing),
+                    accessed=dict(fr.accessed), uses_rng=fr.key_count > 0)
+        return leaves, list(fr.updates.values())
+
+    rng = (_random.base_key(), np.uint32(0))
+    closed = jax.make_jaxpr(fn)([p._data for p in params], list(arrays), rng)
+    return closed, info
+
+
+def trace_block(block: Any, args: tuple) -> TraceResult:
+    """Trace ``block.forward(*args)`` into a Graph; parameters with deferred shapes get initialised."""
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    spec = ArgSpec(leaves, treedef)
+    arrays = [leaves[i] for i in spec.array_pos]
+    params: list[Parameter] | None = None
+    for _attempt in range(4):
+        tree = unique_params(block.collect_params())
+        if params is None:
+            params = [p for p in tree if p._data is not None]
+        closed, info = _trace_once(block, params, spec, arrays)
+        if info["missing"]:
+            registered = set(tree)
+            strays = [p for p in info["missing"] if p not in registered]
+            if strays:
+                raise HybridizeError(
+                    f"forward uses parameter(s) {[p.name for p in strays]} that are not registered in the "
+                    "block tree; assign them as attributes of a Block so they can be passed to the graph")
+            params = None  # deferred parameters were initialised during the trace: trace again
+            continue
+        used = [p for p in params if p in info["accessed"]]
+        if len(used) < len(params):
+            params = used
+            continue
+        break
+    else:
+        raise HybridizeError("parameters kept changing while tracing; cannot build a stable graph")
+    names = _param_names(block, params) + [f"data{i}" for i in range(len(arrays))] + ["rng_key", "rng_counter"]
+    graph = from_jaxpr(closed, names)
+    if not info["uses_rng"]:
+        graph = _drop_rng_inputs(graph)
+    return TraceResult(graph, params, info["states"], info["out_tree"], info["uses_rng"], info["n_out"])
+
+
+def _drop_rng_inputs(graph: Graph) -> Graph:
+    from .graph.passes.dce import dead_code_elimination
+    graph, _ = dead_code_elimination(graph)
+    rng_inputs = graph.inputs[-2:]
+    used = {v for node in graph.nodes for v in node.inputs} | set(graph.outputs)
+    if any(v in used for v in rng_inputs):
+        raise HybridizeError("internal: random key used although no key was drawn")
+    return graph.copy_with(inputs=graph.inputs[:-2])
+
+
+def _param_names(block: Any, params: list[Parameter]) -> list[str]:
+    by_id = {}
+    for name, p in block.collect_params().items():
+        by_id.setdefault(id(p), name)
+    return [by_id.get(id(p), p.name or "param") for p in params]
+
+
+def control_flow_error(block: Any, exc: BaseException) -> HybridizeError:
+    """The error raised when a hybridized forward branches on an array value."""
+    err = HybridizeError(
+        f"forward of {type(block).__name__} uses the value of an array in Python control flow (if/while/"
+        "for, bool(), int(), float() or NumPy conversion) while hybridized. Values are unknown while the "
+        "graph is traced. Use jnp.where / jax.lax.cond / jax.lax.fori_loop / jax.lax.while_loop, pass "
+        f"the value as a Python number instead of an array, or call without hybridize(). ({type(exc).__name__})")
+    err._hybrid_block = block
+    return err
+
+
+class CompiledForward:
+    """One traced and optimised forward and its jitted entry points."""
+
+    def __init__(self, traced: TraceResult, passes: Sequence[str], version: int):
+        self.version = version
+        self.params = traced.params
+        self.state_params = traced.state_params
+        self.out_tree = traced.out_tree
+        self.uses_rng = traced.uses_rng
+        self.traced_graph = traced.graph
+        start = time.perf_counter()
+        self.graph, self.pass_stats = pipeline.run_passes(traced.graph, passes)
+        self.pass_seconds = time.perf_counter() - start
+        run_graph = lower_graph(self.graph)
+        n_out, uses_rng = traced.n_outputs, traced.uses_rng
+
+        def forward(param_values, input_values, rng):
+            flat = list(param_values) + list(input_values) + (list(rng) if uses_rng else [])
+            results = run_graph(*flat)
+            return results[:n_out], results[n_out:]
+
+        self.forward = forward
+        self.infer = jax.jit(forward)
+        self.diff_index = [i for i, p in enumerate(self.params) if p.grad_req != "null"]
+        self.diff_params = [self.params[i] for i in self.diff_index]
+        self._train: dict[tuple, Callable] = {}
+        self.backward = jax.jit(lambda vjp_fn, cotangents: vjp_fn(cotangents))
+
+    def train_forward(self, input_index: tuple[int, ...]) -> Callable:
+        """Jitted ``(params, inputs, rng) -> (outputs, states, vjp_fn)`` differentiating the
+        parameters with grad_req != 'null' and the inputs at ``input_index``."""
+        fn = self._train.get(input_index)
+        if fn is None:
+            diff_index, forward = self.diff_index, self.forward
+
+            def train(param_values, input_values, rng):
+                def f(p_diff, i_diff):
+                    pv, iv = list(param_values), list(input_values)
+                    for i, v in zip(diff_index, p_diff):
+                        pv[i] = v
+                    for i, v in zip(input_index, i_diff):
+                        iv[i] = v
+                    return forward(pv, iv, rng)
+
+                p_diff = [param_values[i] for i in diff_index]
+                i_diff = [input_values[i] for i in input_index]
+                outputs, vjp_fn, states = jax.vjp(f, p_diff, i_diff, has_aux=True)
+                return outputs, states, vjp_fn
+
+            fn = self._train[input_index] = jax.jit(train)
+        return fn
+
+
+class CachedOp:
+    """Per-block cache of compiled forwards, keyed by call signature."""
+
+    def __init__(self, block: Any, passes: Sequence[str]):
+        self.block = block
+        self.passes = tuple(passes)
+        self.entries: dict[tuple, CompiledForward] = {}
+
+    def entry(self, args: tuple) -> tuple[CompiledForward, list]:
+        """The compiled forward for ``args`` (traced on first use) and the array leaves of ``args``."""
+        leaves, treedef = jax.tree_util.tree_flatten(args)
+        parts, arrays = signature(leaves)
+        key = (treedef, autograd.is_training(), parts)
+        entry = self.entries.get(key)
+        if entry is None or entry.version != current_version():
+            entry = CompiledForward(trace_block(self.block, args), self.passes, current_version())
+            self.entries[key] = entry
+        return entry, arrays
+
+    def __call__(self, args: tuple) -> Any:
+        entry, arrays = self.entry(args)
+        frame = functional.current()
+        if frame is not None:
+            return self._call_in_frame(entry, arrays, frame)
+        params = list(map(_get_data, entry.params))
+        rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
+        if autograd.is_recording():
+            return self._call_recorded(entry, params, arrays, rng)
+        outputs, states = entry.infer(params, arrays, rng)
+        for param, state in zip(entry.state_params, states):
+            param._data = state
+        return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
+
+    def _call_recorded(self, entry: CompiledForward, params: list, arrays: list, rng: tuple) -> Any:
+        input_index = tuple(i for i, a in enumerate(arrays) if autograd.needs_grad(a))
+        outputs, states, vjp_fn = entry.train_forward(input_index)(params, arrays, rng)
+        for param, state in zip(entry.state_params, states):
+            param._data = state
+        backward = entry.backward
+        autograd.record_node(autograd.TapeNode(
+            type(self.block).__name__, entry.diff_params, [arrays[i] for i in input_index], outputs,
+            lambda cotangents: backward(vjp_fn, cotangents)))
+        return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
+
+    def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: functional.Frame) -> Any:
+        params = [p.data() for p in entry.params]
+        rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
+        outputs, states = entry.infer(params, arrays, rng)
+        for param, state in zip(entry.state_params, states):
+            param.set_data(state)
+        return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
+
+
+def call_recorded_eager(block: Any, args: tuple) -> Any:
+    """Run an un-hybridized block under ``jax.vjp`` and put it on the tape."""
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    spec = ArgSpec(leaves, treedef)
+    arrays = [leaves[i] for i in spec.array_pos]
+    input_index = [i for i, a in enumerate(arrays) if autograd.needs_grad(a)]
+    for _attempt in range(3):
+        params = [p for p in unique_params(block.collect_params()) if p._data is not None]
+        diff = [p for p in params if p.grad_req != "null"]
+        info: dict = {}
+
+        def f(p_diff, i_diff):
+            values = dict(zip(diff, p_diff))
+            inputs = list(arrays)
+            for i, v in zip(input_index, i_diff):
+                inputs[i] = v
+            with functional.frame(values, kind="functional") as fr:
+                out = block._run_forward(spec.rebuild(inputs))
+            out_leaves, info["out_tree"] = jax.tree_util.tree_flatten(out)
+            info["states"] = list(fr.updates)
+            info["missing"] = [p for p in fr.missing if p.grad_req != "null" and p not in values]
+            info["accessed"] = fr.accessed
+            return out_leaves, list(fr.updates.values())
+
+        outputs, vjp_fn, states = jax.vjp(f, [p._data for p in diff], [arrays[i] for i in input_index],
+                                          has_aux=True)
+        if not info["missing"]:
+            break
+    for param, state in zip(info["states"], states):
+        param._data = state
+    used = [p for p in diff if p in info["accessed"]]
+    if used:
+        keep = [i for i, p in enumerate(diff) if p in info["accessed"]]
+
+        def vjp(cotangents):
+            p_cts, i_cts = vjp_fn(cotangents)
+            return [p_cts[i] for i in keep], i_cts
+        autograd.record_node(autograd.TapeNode(type(block).__name__, used,
+                                               [arrays[i] for i in input_index], outputs, vjp))
+    elif input_index:
+        autograd.record_node(autograd.TapeNode(type(block).__name__, [], [arrays[i] for i in input_index],
+                                               outputs, lambda cts: ([], vjp_fn(cts)[1])))
+    else:
+        autograd.record_node(autograd.TapeNode(type(block).__name__, [], [], outputs, lambda cts: ([], [])))
+    return jax.tree_util.tree_unflatten(info["out_tree"], outputs)

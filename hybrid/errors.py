@@ -1,0 +1,51 @@
+"""Exception types raised by hybrid.
+
+Every error raised while a block runs is located before it reaches the user:
+our own errors get the block's path prefixed to their message (``HybridError``
+subclasses), any other exception gets a note naming the block.
+"""
+from __future__ import annotations
+
+
+class HybridError(Exception):
+    """Base class of hybrid's own errors; its message is prefixed with the block path."""
+
+    located = False
+
+
+class ShapeError(HybridError, ValueError):
+    """An input or parameter has the wrong rank, size or dtype."""
+
+
+class UninitializedParameterError(HybridError, RuntimeError):
+    """A parameter's data was requested before ``initialize()``."""
+
+
+class DeferredInitializationError(HybridError, RuntimeError):
+    """A parameter waits for its shape, which the first forward call fills in."""
+
+
+class HybridizeError(HybridError, RuntimeError):
+    """A block's forward cannot be traced into a graph."""
+
+
+class AutogradError(HybridError, RuntimeError):
+    """``backward`` cannot compute the gradients it was asked for."""
+
+
+class StaleGradientError(HybridError, RuntimeError):
+    """``Trainer.step`` found a gradient not refreshed since the last step."""
+
+
+def locate(exc: BaseException, where: str) -> None:
+    """Attach ``where`` (e.g. ``"Conv2D 'features.3'"``) to ``exc`` once."""
+    if getattr(exc, "_hybrid_located", False):
+        return
+    try:
+        exc._hybrid_located = True
+    except AttributeError:  # exceptions without a __dict__
+        return
+    if isinstance(exc, HybridError) and exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"{where}: {exc.args[0]}",) + exc.args[1:]
+    elif hasattr(exc, "add_note"):
+        exc.add_note(f"(raised in {where})")

@@ -1,0 +1,16 @@
+"""The symbolic half of hybrid: IR, big ops, tracing, passes and lowering.
+
+Knows nothing of Blocks; usable on any pure JAX function::
+
+    g = hybrid.graph.trace(fn, x)
+    g, stats = hybrid.graph.run_passes(g, hybrid.graph.DEFAULT_PASSES)
+    y = hybrid.graph.lower(g)(x)
+"""
+from . import layer_ops, ops, passes  # noqa: F401  (layer_ops registers the big ops)
+from .ir import Graph, GraphError, Node, Value
+from .lower import lower
+from .pipeline import DEFAULT_PASSES, PassStat, format_stats, resolve_passes, run_passes
+from .trace import from_jaxpr, trace
+
+__all__ = ["Graph", "GraphError", "Node", "Value", "trace", "from_jaxpr", "lower", "run_passes",
+           "resolve_passes", "format_stats", "DEFAULT_PASSES", "PassStat", "ops", "layer_ops"]

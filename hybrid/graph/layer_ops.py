@@ -1,0 +1,242 @@
+"""JAX implementations of the big ops used by layers, and typed entry points.
+
+Each ``_impl`` is registered in :mod:`hybrid.graph.ops`; each public function
+(``dense``, ``convolution``, ...) checks nothing and runs the op through
+``ops.call`` so that it appears as one node in traced graphs.  Layers validate
+their inputs before calling these.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .ops import call, register
+
+ACTIVATIONS = {
+    "relu": jax.nn.relu,
+    "sigmoid": jax.nn.sigmoid,
+    "tanh": jnp.tanh,
+    "softrelu": jax.nn.softplus,
+    "softsign": jax.nn.soft_sign,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+    "elu": jax.nn.elu,
+    "selu": jax.nn.selu,
+}
+
+
+# -- dense ------------------------------------------------------------------------
+@register("dense", "out_elementwise_fusable")
+def _dense(x, weight, bias=None, *, flatten: bool = True):
+    if flatten and x.ndim != 2:
+        x = x.reshape(x.shape[0], -1)
+    y = lax.dot_general(x, weight, (((x.ndim - 1,), (1,)), ((), ())))
+    return y if bias is None else y + bias
+
+
+def dense(x, weight, bias=None, flatten: bool = True):
+    """``x @ weight.T + bias``; weight ``(units, in_units)``. With ``flatten``, x is reshaped to 2-D."""
+    return call("dense", x, weight, bias, flatten=flatten)
+
+
+# -- activations ------------------------------------------------------------------
+@register("activation", "elementwise")
+def _activation(x, *, act_type: str):
+    return ACTIVATIONS[act_type](x)
+
+
+def activation(x, act_type: str):
+    """Elementwise activation by name (see ``ACTIVATIONS``)."""
+    return call("activation", x, act_type=act_type)
+
+
+@register("softmax", "reduce")
+def _softmax(x, *, axis: int = -1, temperature: float = 1.0):
+    return jax.nn.softmax(x / temperature if temperature != 1.0 else x, axis=axis)
+
+
+def softmax(x, axis: int = -1, temperature: float = 1.0):
+    return call("softmax", x, axis=axis, temperature=temperature)
+
+
+@register("log_softmax", "reduce")
+def _log_softmax(x, *, axis: int = -1, temperature: float = 1.0):
+    return jax.nn.log_softmax(x / temperature if temperature != 1.0 else x, axis=axis)
+
+
+def log_softmax(x, axis: int = -1, temperature: float = 1.0):
+    return call("log_softmax", x, axis=axis, temperature=temperature)
+
+
+# -- convolution ------------------------------------------------------------------
+def kernel_layout(layout: str) -> str:
+    """Weight layout for a data layout: channels-first ``OI+spatial``, channels-last ``O+spatial+I``."""
+    spatial = layout.replace("N", "").replace("C", "")
+    return "OI" + spatial if layout.index("C") == 1 else "O" + spatial + "I"
+
+
+@register("convolution", "out_elementwise_fusable")
+def _convolution(x, weight, bias=None, *, strides, padding, dilation, groups, layout):
+    dn = lax.conv_dimension_numbers(x.shape, weight.shape, (layout, kernel_layout(layout), layout))
+    y = lax.conv_general_dilated(x, weight, strides, [(p, p) for p in padding], rhs_dilation=dilation,
+                                 dimension_numbers=dn, feature_group_count=groups)
+    if bias is not None:
+        shape = [1] * y.ndim
+        shape[layout.index("C")] = bias.shape[0]
+        y = y + bias.reshape(shape)
+    return y
+
+
+def convolution(x, weight, bias=None, *, strides: Sequence[int], padding: Sequence[int],
+                dilation: Sequence[int], groups: int = 1, layout: str = "NCHW"):
+    """N-d convolution in ``layout`` (``NCW``, ``NCHW``, ``NCDHW`` or channels-last)."""
+    return call("convolution", x, weight, bias, strides=tuple(strides), padding=tuple(padding),
+                dilation=tuple(dilation), groups=groups, layout=layout)
+
+
+# -- pooling ----------------------------------------------------------------------
+def _spatial_axes(layout: str) -> tuple[int, ...]:
+    return tuple(i for i, c in enumerate(layout) if c not in "NC")
+
+
+def _pool_padding(in_size: int, kernel: int, stride: int, pad: int, ceil_mode: bool) -> tuple[int, int]:
+    span = in_size + 2 * pad - kernel
+    out = -(-span // stride) + 1 if ceil_mode else span // stride + 1
+    if ceil_mode and (out - 1) * stride >= in_size + pad:
+        out -= 1  # the last window must start inside the input or its left padding
+    extra = max(0, (out - 1) * stride + kernel - (in_size + 2 * pad))
+    return pad, pad + extra
+
+
+@register("pooling", "opaque")
+def _pooling(x, *, pool_type, kernel, strides, padding, ceil_mode, count_include_pad, layout):
+    axes = _spatial_axes(layout)
+    window = [1] * x.ndim
+    stride = [1] * x.ndim
+    pads = [(0, 0)] * x.ndim
+    for i, axis in enumerate(axes):
+        window[axis], stride[axis] = kernel[i], strides[i]
+        pads[axis] = _pool_padding(x.shape[axis], kernel[i], strides[i], padding[i], ceil_mode)
+    if pool_type == "max":
+        init = jnp.array(-jnp.inf, x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+        return lax.reduce_window(x, init, lax.max, window, stride, pads)
+    summed = lax.reduce_window(x, jnp.array(0, x.dtype), lax.add, window, stride, pads)
+    spatial_shape = [x.shape[a] for a in axes]
+    ones = jnp.ones(spatial_shape, x.dtype)
+    if count_include_pad:
+        ones = jnp.pad(ones, [(p, p) for p in padding])
+        count_pads = [(0, pads[a][1] - padding[i]) for i, a in enumerate(axes)]
+    else:
+        count_pads = [pads[a] for a in axes]
+    counts = lax.reduce_window(ones, jnp.array(0, x.dtype), lax.add, tuple(kernel), tuple(strides), count_pads)
+    shape = [1] * x.ndim
+    for i, axis in enumerate(axes):
+        shape[axis] = counts.shape[i]
+    return summed / counts.reshape(shape)
+
+
+def pooling(x, *, pool_type: str, kernel: Sequence[int], strides: Sequence[int], padding: Sequence[int],
+            ceil_mode: bool = False, count_include_pad: bool = True, layout: str = "NCHW"):
+    """Max or average pooling over the spatial axes of ``layout``."""
+    return call("pooling", x, pool_type=pool_type, kernel=tuple(kernel), strides=tuple(strides),
+                padding=tuple(padding), ceil_mode=ceil_mode, count_include_pad=count_include_pad, layout=layout)
+
+
+@register("global_pooling", "reduce")
+def _global_pooling(x, *, pool_type, layout):
+    axes = _spatial_axes(layout)
+    if pool_type == "max":
+        return jnp.max(x, axis=axes, keepdims=True)
+    return jnp.mean(x, axis=axes, keepdims=True)
+
+
+def global_pooling(x, *, pool_type: str, layout: str = "NCHW"):
+    """Max or mean over all spatial axes, keeping them as size 1."""
+    return call("global_pooling", x, pool_type=pool_type, layout=layout)
+
+
+# -- normalisation ----------------------------------------------------------------
+def _stats_dtype(dtype):
+    return jnp.promote_types(dtype, jnp.float32)
+
+
+@register("batch_norm", "opaque")
+def _batch_norm(x, gamma, beta, running_mean, running_var, *, axis, eps, momentum, training):
+    axis = axis % x.ndim
+    reduce_axes = tuple(i for i in range(x.ndim) if i != axis)
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    if training:
+        xf = x.astype(_stats_dtype(x.dtype))
+        mean = jnp.mean(xf, axis=reduce_axes)
+        var = jnp.mean(jnp.square(xf - mean.reshape(shape)), axis=reduce_axes)
+    else:
+        mean, var = running_mean, running_var
+    scale = gamma * lax.rsqrt(var + eps)
+    y = (x - mean.reshape(shape).astype(x.dtype)) * scale.reshape(shape).astype(x.dtype) \
+        + beta.reshape(shape).astype(x.dtype)
+    if not training:
+        return y
+    new_mean = momentum * running_mean + (1 - momentum) * lax.stop_gradient(mean).astype(running_mean.dtype)
+    new_var = momentum * running_var + (1 - momentum) * lax.stop_gradient(var).astype(running_var.dtype)
+    return y, new_mean, new_var
+
+
+def batch_norm(x, gamma, beta, running_mean, running_var, *, axis: int = 1, eps: float = 1e-5,
+               momentum: float = 0.9, training: bool = False):
+    """Batch normalisation over all axes but ``axis``.
+
+    Training returns ``(y, new_running_mean, new_running_var)`` with
+    ``new = momentum * old + (1 - momentum) * batch_stat`` (biased variance);
+    inference returns ``y`` normalised with the running statistics.
+    """
+    return call("batch_norm", x, gamma, beta, running_mean, running_var, axis=axis, eps=eps,
+                momentum=momentum, training=training)
+
+
+@register("layer_norm", "opaque")
+def _layer_norm(x, gamma, beta, *, axis, eps):
+    xf = x.astype(_stats_dtype(x.dtype))
+    mean = jnp.mean(xf, axis=axis, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=axis, keepdims=True)
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    y = (xf - mean) * lax.rsqrt(var + eps)
+    return (y * gamma.reshape(shape) + beta.reshape(shape)).astype(x.dtype)
+
+
+def layer_norm(x, gamma, beta, *, axis: int = -1, eps: float = 1e-5):
+    """Normalise over ``axis`` and apply ``gamma``/``beta`` of size ``x.shape[axis]``."""
+    return call("layer_norm", x, gamma, beta, axis=axis, eps=eps)
+
+
+# -- embedding and dropout --------------------------------------------------------
+@register("embedding", "injective")
+def _embedding(indices, weight):
+    return jnp.take(weight, indices.astype(jnp.int32), axis=0, mode="clip")
+
+
+def embedding(indices, weight):
+    """Rows of ``weight`` (``(input_dim, output_dim)``) at integer ``indices`` (clipped to range)."""
+    return call("embedding", indices, weight)
+
+
+@register("dropout", "elementwise")
+def _dropout(x, key, *, rate, axes):
+    keep = 1.0 - rate
+    mask_shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    mask = jax.random.bernoulli(key, keep, mask_shape)
+    return jnp.where(mask, x / jnp.asarray(keep, x.dtype), jnp.zeros((), x.dtype))
+
+
+def dropout(x, key: Any, *, rate: float, axes: Sequence[int] = ()):
+    """Inverted dropout: zero with probability ``rate``, scale survivors by ``1/(1-rate)``.
+
+    ``axes`` lists axes along which one mask value is shared.
+    """
+    return call("dropout", x, key, rate=float(rate), axes=tuple(a % x.ndim for a in axes))

@@ -1,0 +1,37 @@
+"""Adam (MXNet's form: bias correction folded into the step size)."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .optimizer import Optimizer, register
+
+__all__ = ["Adam"]
+
+
+@register
+class Adam(Optimizer):
+    """Adam. With ``g = grad + wd * weight`` and per-parameter step ``t``:
+    ``m = b1*m + (1-b1)*g``, ``v = b2*v + (1-b2)*g**2``,
+    ``weight -= lr * sqrt(1-b2**t) / (1-b1**t) * m / (sqrt(v) + epsilon)``.
+    """
+
+    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, lazy_update: bool = False, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        for name, value in (("beta1", beta1), ("beta2", beta2)):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"Adam: {name} must be in [0, 1), got {value}")
+        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+
+    def create_state(self, weight):
+        return (jnp.zeros_like(weight), jnp.zeros_like(weight), jnp.zeros((), jnp.int32))
+
+    def update_rule(self, weight, grad, state, lr, wd):
+        mean, var, t = state
+        t = t + 1
+        grad = grad + wd * weight
+        mean = self.beta1 * mean + (1 - self.beta1) * grad
+        var = self.beta2 * var + (1 - self.beta2) * jnp.square(grad)
+        tf = t.astype(weight.dtype)
+        step = lr * jnp.sqrt(1 - self.beta2 ** tf) / (1 - self.beta1 ** tf)
+        return weight - step * mean / (jnp.sqrt(var) + self.epsilon), (mean, var, t)

@@ -1,0 +1,99 @@
+"""Optimizer base class and registry.
+
+An optimizer describes the math of one parameter's update as a pure function,
+``update_rule(weight, grad, state, lr, wd) -> (new_weight, new_state)``; the
+Trainer traces it for all parameters into one compiled program.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Optimizer", "register", "create"]
+
+_REGISTRY: dict[str, type] = {}
+
+
+def register(cls: type) -> type:
+    """Register an Optimizer subclass under its lower-case class name."""
+    _REGISTRY[cls.__name__.lower()] = cls
+    return cls
+
+
+def create(name: str, **kwargs: Any) -> "Optimizer":
+    """Instantiate a registered optimizer by name (``'sgd'``, ``'adam'``, ...)."""
+    cls = _REGISTRY.get(name.lower()) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"unknown optimizer {name!r}; available: {sorted(_REGISTRY)}")
+    return cls(**kwargs)
+
+
+class Optimizer:
+    """Base optimizer.
+
+    Args:
+        learning_rate: base step size (overridden by ``lr_scheduler`` when given).
+        wd: L2 weight decay, added to the gradient as ``wd * weight``.
+        rescale_grad: multiplies gradients (Trainer sets it to ``1 / batch_size``).
+        clip_gradient: clip rescaled gradients to ``[-clip, clip]`` when set.
+        lr_scheduler: callable ``num_update -> learning rate``.
+    """
+
+    def __init__(self, learning_rate: float = 0.01, wd: float = 0.0, rescale_grad: float = 1.0,
+                 clip_gradient: float | None = None, lr_scheduler: Callable[[int], float] | None = None,
+                 begin_num_update: int = 0, multi_precision: bool = False, param_dict: Any = None):
+        if learning_rate is not None and learning_rate < 0:
+            raise ValueError(f"{type(self).__name__}: learning_rate must be >= 0, got {learning_rate}")
+        if clip_gradient is not None and clip_gradient <= 0:
+            raise ValueError(f"{type(self).__name__}: clip_gradient must be positive, got {clip_gradient}")
+        self.lr = learning_rate
+        self.wd = float(wd)
+        self.rescale_grad = float(rescale_grad)
+        self.clip_gradient = clip_gradient
+        self.lr_scheduler = lr_scheduler
+        if lr_scheduler is not None and learning_rate is not None and hasattr(lr_scheduler, "base_lr"):
+            lr_scheduler.base_lr = learning_rate
+        self.num_update = int(begin_num_update)
+        self.begin_num_update = int(begin_num_update)
+        self.multi_precision = multi_precision
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate for the current update count."""
+        if self.lr_scheduler is not None:
+            return float(self.lr_scheduler(self.num_update))
+        return float(self.lr)
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Set the base learning rate; not allowed when an lr_scheduler drives it."""
+        if self.lr_scheduler is not None:
+            raise RuntimeError(f"{type(self).__name__} has an lr_scheduler; set_learning_rate cannot override it")
+        self.lr = float(lr)
+
+    # -- the math ---------------------------------------------------------------------
+    def create_state(self, weight: jax.Array) -> tuple:
+        """Optimizer state for one weight (a tuple of arrays, possibly empty)."""
+        return ()
+
+    def update_rule(self, weight: jax.Array, grad: jax.Array, state: tuple, lr: jax.Array,
+                    wd: jax.Array) -> tuple[jax.Array, tuple]:
+        """Pure update of one weight; ``grad`` is already rescaled and clipped."""
+        raise NotImplementedError
+
+    def preprocess(self, grad: jax.Array, rescale: jax.Array) -> jax.Array:
+        """Rescale and clip a raw gradient (traced inside the update program)."""
+        grad = grad * rescale.astype(grad.dtype)
+        if self.clip_gradient is not None:
+            grad = jnp.clip(grad, -self.clip_gradient, self.clip_gradient)
+        return grad
+
+    def hyperparameters(self) -> tuple:
+        """Static values baked into the compiled update; changing one recompiles."""
+        fields = {k: v for k, v in vars(self).items()
+                  if k not in ("lr", "num_update", "begin_num_update", "rescale_grad", "lr_scheduler")}
+        return tuple(sorted((k, v) for k, v in fields.items() if isinstance(v, (int, float, bool, str, type(None)))))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(learning_rate={self.lr}, {dict(self.hyperparameters())})"

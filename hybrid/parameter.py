@@ -1,0 +1,303 @@
+"""Parameter and Constant: named, mutable cells holding a JAX array and its gradient."""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import functional
+from . import init as _init
+from .errors import DeferredInitializationError, ShapeError, UninitializedParameterError
+
+__all__ = ["Parameter", "Constant"]
+
+_GRAD_REQS = ("write", "add", "null")
+
+# Bumped whenever something that compiled programs bake in changes
+# (grad_req, dtype, identity of shared parameters); caches compare against it.
+_version = 0
+
+
+def bump_version() -> None:
+    """Invalidate every compiled program that depends on parameter metadata."""
+    global _version
+    _version += 1
+
+
+def current_version() -> int:
+    return _version
+
+
+def _normalize_shape(shape: Any) -> tuple[int, ...] | None:
+    if shape is None:
+        return None
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    out = []
+    for dim in shape:
+        dim = int(dim)
+        if dim < -1:
+            raise ValueError(f"parameter dimensions must be >= 0 (0 or -1 = unknown), got shape {tuple(shape)}")
+        out.append(0 if dim == -1 else dim)
+    return tuple(out)
+
+
+def _shape_known(shape: tuple[int, ...] | None) -> bool:
+    return shape is not None and all(d > 0 for d in shape)
+
+
+class Parameter:
+    """A trainable (or state) array of a Block.
+
+    Args:
+        name: display name; a block registering the parameter as an attribute
+            uses the attribute name in ``collect_params`` keys.
+        grad_req: ``'write'`` (backward overwrites the gradient), ``'add'``
+            (backward accumulates) or ``'null'`` (no gradient).
+        shape: tuple of ints; a 0 (or -1) is unknown and filled in at the first
+            forward when ``allow_deferred_init`` is true.
+        dtype: NumPy-style dtype of the data.
+        lr_mult, wd_mult: multipliers of the learning rate and weight decay.
+        init: initializer (or its name) used in preference to the block's.
+        allow_deferred_init: allow ``initialize()`` before the shape is known.
+        differentiable: False for state that is never differentiated (e.g.
+            BatchNorm's running statistics).
+    """
+
+    def __init__(self, name: str | None = "weight", grad_req: str = "write", shape: Any = None,
+                 dtype: Any = "float32", lr_mult: float = 1.0, wd_mult: float = 1.0, init: Any = None,
+                 allow_deferred_init: bool = False, differentiable: bool = True,
+                 stype: str = "default", grad_stype: str = "default"):
+        if stype != "default" or grad_stype != "default":
+            raise ValueError(f"Parameter {name!r}: only dense storage ('default') is supported, "
+                             f"got stype={stype!r}, grad_stype={grad_stype!r}")
+        self._name = name
+        self._shape = _normalize_shape(shape)
+        self._dtype = np.dtype(jnp.dtype(dtype))
+        self.init = _init.create(init)
+        self.lr_mult = float(lr_mult)
+        self.wd_mult = float(wd_mult)
+        self.allow_deferred_init = allow_deferred_init
+        self._differentiable = differentiable
+        self._grad_req = "null"
+        self.grad_req = grad_req if differentiable else "null"
+        self._data: jax.Array | None = None
+        self._grad: jax.Array | None = None
+        self._grad_fresh = False
+        self._deferred: _init.Initializer | None = None
+
+    # -- metadata -----------------------------------------------------------
+    @property
+    def name(self) -> str | None:
+        return self._name
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        """The shape; unknown dimensions are 0 until the first forward fills them in."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, new_shape: Any) -> None:
+        new_shape = _normalize_shape(new_shape)
+        if self._shape is not None and new_shape is not None:
+            compatible = len(self._shape) == len(new_shape) and all(
+                old in (0, new) for old, new in zip(self._shape, new_shape))
+            if not compatible:
+                raise ShapeError(f"Parameter {self._name!r} has shape {self._shape} (0 = unknown); "
+                                 f"it cannot become {new_shape}")
+        self._shape = new_shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def grad_req(self) -> str:
+        return self._grad_req
+
+    @grad_req.setter
+    def grad_req(self, req: str) -> None:
+        if req not in _GRAD_REQS:
+            raise ValueError(f"Parameter {self._name!r}: grad_req must be one of {_GRAD_REQS}, got {req!r}")
+        if not self._differentiable:
+            req = "null"
+        if req != self._grad_req:
+            self._grad_req = req
+            if req == "null":
+                self._grad = None
+            bump_version()
+
+    @property
+    def differentiable(self) -> bool:
+        return self._differentiable
+
+    @property
+    def is_initialized(self) -> bool:
+        return self._data is not None
+
+    def __repr__(self) -> str:
+        return f"Parameter {self._name} (shape={self._shape}, dtype={self._dtype.name})"
+
+    # -- initialisation -----------------------------------------------------
+    def initialize(self, init: Any = None, device: Any = None, default_init: Any = None,
+                   force_reinit: bool = False) -> None:
+        """Create the data with ``init`` (else the parameter's own init, else ``default_init``).
+
+        With an unknown shape and ``allow_deferred_init`` the initialisation waits
+        for the first forward call. Raises ValueError when the shape is unknown and
+        deferral is not allowed.
+        """
+        if self._data is not None and not force_reinit:
+            warnings.warn(f"Parameter {self._name!r} is already initialized, ignoring. "
+                          "Pass force_reinit=True to re-initialize.", stacklevel=2)
+            return
+        chosen = _init.create(init) or self.init or _init.create(default_init) or _init.Uniform()
+        self._data, self._grad, self._grad_fresh = None, None, False
+        if not _shape_known(self._shape):
+            if not self.allow_deferred_init:
+                raise ValueError(f"Cannot initialize Parameter {self._name!r}: its shape {self._shape} has "
+                                 "unknown dimensions and allow_deferred_init is False. Give the layer "
+                                 "its input size (e.g. in_units / in_channels).")
+            self._deferred = chosen
+            return
+        self._init_now(chosen)
+
+    def _init_now(self, initializer: _init.Initializer) -> None:
+        with functional.no_frame(), jax.ensure_compile_time_eval():
+            data = initializer(self._shape, self._dtype)
+        if tuple(data.shape) != self._shape:
+            raise ShapeError(f"initializer {initializer!r} returned shape {tuple(data.shape)} for "
+                             f"Parameter {self._name!r} of shape {self._shape}")
+        self._data = data
+        self._deferred = None
+
+    def _finish_deferred_init(self) -> None:
+        """Initialise now if initialisation was deferred and the shape is known."""
+        if self._deferred is not None and self._data is None:
+            if not _shape_known(self._shape):
+                raise DeferredInitializationError(
+                    f"Parameter {self._name!r} still has unknown shape {self._shape} after shape inference")
+            self._init_now(self._deferred)
+
+    # -- data and gradient --------------------------------------------------
+    def data(self, device: Any = None) -> jax.Array:
+        """The current value (a JAX array of ``shape`` and ``dtype``).
+
+        Raises DeferredInitializationError while the shape waits for the first
+        forward, UninitializedParameterError before ``initialize()``.
+        """
+        frame = functional.current()
+        if frame is not None:
+            value = frame.lookup(self)
+            if value is not None:
+                return value
+        if self._data is None:
+            if self._deferred is not None:
+                raise DeferredInitializationError(
+                    f"Parameter {self._name!r} has unknown shape {self._shape}; it is initialised "
+                    "at the first forward call of its block")
+            raise UninitializedParameterError(
+                f"Parameter {self._name!r} has not been initialized. Call .initialize() on the "
+                "parameter or on its block (e.g. net.initialize()) before using it")
+        if frame is not None:
+            frame.missing[self] = True
+        return self._data
+
+    def list_data(self) -> list[jax.Array]:
+        """Gluon compatibility: the data on every device (one device here)."""
+        return [self.data()]
+
+    def set_data(self, value: Any) -> None:
+        """Replace the value. Shape must match (unknown dimensions are filled in); dtype is cast."""
+        frame = functional.current()
+        if frame is not None:
+            if self not in frame.values and self not in frame.updates:
+                frame.missing[self] = True
+            frame.accessed[self] = True
+            frame.updates[self] = value
+            return
+        array = jnp.asarray(value, dtype=self._dtype)
+        if self._shape is not None and _shape_known(self._shape) and tuple(array.shape) != self._shape:
+            raise ShapeError(f"Parameter {self._name!r} expects shape {self._shape}, got {tuple(array.shape)}")
+        self.shape = tuple(array.shape)
+        self._data = array
+        self._deferred = None
+
+    def grad(self, device: Any = None) -> jax.Array:
+        """The gradient written by ``autograd.backward`` (zeros until the first one)."""
+        if self._grad_req == "null":
+            raise RuntimeError(f"Parameter {self._name!r} has grad_req='null' and no gradient")
+        if self._data is None:
+            self.data()  # raises the right uninitialised error
+        if self._grad is None:
+            self._grad = jnp.zeros(self._data.shape, self._data.dtype)
+        return self._grad
+
+    def list_grad(self) -> list[jax.Array]:
+        """Gluon compatibility: the gradient on every device (one device here)."""
+        return [self.grad()]
+
+    def zero_grad(self) -> None:
+        """Set the gradient to zeros (needed between steps when ``grad_req='add'``)."""
+        if self._grad_req != "null" and self._data is not None:
+            self._grad = jnp.zeros(self._data.shape, self._data.dtype)
+
+    def _accumulate_grad(self, value: jax.Array) -> None:
+        """Write or add ``value`` according to grad_req and mark the gradient fresh."""
+        if self._grad_req == "add" and self._grad is not None:
+            self._grad = self._grad + value
+        else:
+            self._grad = value
+        self._grad_fresh = True
+
+    def cast(self, dtype: Any) -> None:
+        """Convert data and gradient to ``dtype``."""
+        self._dtype = np.dtype(jnp.dtype(dtype))
+        if self._data is not None:
+            self._data = self._data.astype(self._dtype)
+        if self._grad is not None:
+            self._grad = self._grad.astype(self._dtype)
+        bump_version()
+
+    def reset_device(self, device: Any) -> None:
+        """Move the data (and gradient) to ``device`` (a ``jax.Device``)."""
+        if self._data is not None:
+            self._data = jax.device_put(self._data, device)
+        if self._grad is not None:
+            self._grad = jax.device_put(self._grad, device)
+
+    reset_ctx = reset_device
+
+
+class Constant(Parameter):
+    """A parameter holding a fixed value; it never gets a gradient.
+
+    Args:
+        value: array-like; its shape and dtype become the parameter's.
+    """
+
+    def __init__(self, value: Any, name: str | None = "const"):
+        array = np.asarray(value)
+        if array.dtype == np.float64:
+            array = array.astype(np.float32)
+        super().__init__(name=name, grad_req="null", shape=array.shape, dtype=array.dtype,
+                         init=_init.Constant(array), differentiable=False)
+        self.value = array
+
+    def __repr__(self) -> str:
+        return f"Constant {self._name} (shape={self._shape}, dtype={self._dtype.name})"
+
+
+def unique_params(params: Sequence[Parameter] | dict) -> list[Parameter]:
+    """Parameters in first-seen order, each once (shared parameters appear under several names)."""
+    if isinstance(params, dict):
+        params = params.values()
+    seen: dict[int, Parameter] = {}
+    for p in params:
+        if not isinstance(p, Parameter):
+            raise TypeError(f"expected Parameter objects, got {type(p).__name__}")
+        seen.setdefault(id(p), p)
+    return list(seen.values())

@@ -1,0 +1,180 @@
+"""Trainer: applies an optimizer to a set of Parameters with one compiled, buffer-donating program."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import optimizer as _opt
+from . import serialization
+from .errors import StaleGradientError
+from .parameter import Parameter, current_version, unique_params
+
+__all__ = ["Trainer"]
+
+
+class Trainer:
+    """Updates ``params`` with ``optimizer`` after ``autograd.backward``.
+
+    Args:
+        params: dict (e.g. ``net.collect_params()``) or list of Parameters.
+        optimizer: a registered name (``'sgd'``, ``'adam'``) or an Optimizer instance.
+        optimizer_params: keyword arguments for the optimizer when given by name.
+
+    ``step(batch_size)`` rescales gradients by ``1 / batch_size`` and updates every
+    parameter with ``grad_req != 'null'`` in ONE compiled program; old weights and
+    optimizer states are donated, so arrays previously returned by ``data()`` are
+    invalid after a step (read ``data()`` again).
+    """
+
+    def __init__(self, params: Any, optimizer: str | _opt.Optimizer, optimizer_params: dict | None = None,
+                 kvstore: Any = None, compression_params: Any = None, update_on_kvstore: Any = None):
+        if isinstance(params, dict):
+            named = list(params.items())
+        elif isinstance(params, (list, tuple)):
+            named = [(p.name or f"param{i}", p) for i, p in enumerate(params)]
+        else:
+            raise TypeError(f"Trainer: params must be a dict (e.g. net.collect_params()) or a list of "
+                            f"Parameters, got {type(params).__name__}")
+        self._params = unique_params([p for _, p in named])
+        self._names = {}
+        for name, param in named:
+            self._names.setdefault(param, name)
+        if isinstance(optimizer, _opt.Optimizer):
+            if optimizer_params:
+                raise ValueError("Trainer: optimizer_params must be None when optimizer is an Optimizer instance")
+            self._optimizer = optimizer
+        else:
+            self._optimizer = _opt.create(optimizer, **(optimizer_params or {}))
+        self._scale = self._optimizer.rescale_grad
+        self._states: dict[Parameter, tuple] = {}
+        self._programs: dict[tuple, Callable] = {}
+        self._trainable_cache: tuple[int, list[Parameter]] = (-1, [])
+
+    @property
+    def learning_rate(self) -> float:
+        return self._optimizer.learning_rate
+
+    @property
+    def optimizer(self) -> _opt.Optimizer:
+        return self._optimizer
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Change the learning rate (takes effect at the next step, without recompiling)."""
+        self._optimizer.set_learning_rate(lr)
+
+    def _trainable(self) -> list[Parameter]:
+        version, params = self._trainable_cache
+        if version != current_version():
+            params = [p for p in self._params if p.grad_req != "null"]
+            self._trainable_cache = (current_version(), params)
+        return params
+
+    def allreduce_grads(self) -> None:
+        """Sum gradients across devices; a single device needs nothing (kept for Gluon code)."""
+
+    def step(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
+        """Rescale gradients by ``1 / batch_size`` and apply one optimizer update.
+
+        Raises StaleGradientError when a parameter's gradient was not written by
+        ``backward`` since the last step, unless ``ignore_stale_grad`` (then those
+        parameters are skipped).
+        """
+        self.update(batch_size, ignore_stale_grad)
+
+    def update(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
+        """Same as ``step`` (no separate all-reduce on one device)."""
+        if batch_size <= 0:
+            raise ValueError(f"Trainer.step: batch_size must be positive, got {batch_size}")
+        trainable = self._trainable()
+        active = [p for p in trainable if p._grad_fresh]
+        if len(active) != len(trainable):
+            if not ignore_stale_grad:
+                stale = [self._names[p] for p in trainable if not p._grad_fresh]
+                raise StaleGradientError(
+                    f"Trainer.step: gradient of parameter(s) {stale[:10]}{'...' if len(stale) > 10 else ''} has "
+                    "not been updated by backward since the last step. The model may use only some of its "
+                    "parameters in this iteration; if that is intended, call step(batch_size, "
+                    "ignore_stale_grad=True) to skip them.")
+            if not active:
+                return
+        self._optimizer.rescale_grad = self._scale / batch_size
+        self._optimizer.num_update += 1
+        program = self._program(active)
+        states = [self._state(p) for p in active]
+        lr = np.float32(self._optimizer.learning_rate)
+        rescale = np.float32(self._optimizer.rescale_grad)
+        new_weights, new_states = program([p._data for p in active], [p._grad for p in active], states, lr, rescale)
+        for param, weight, state in zip(active, new_weights, new_states):
+            param._data = weight
+            param._grad_fresh = False
+            self._states[param] = state
+
+    def _state(self, param: Parameter) -> tuple:
+        state = self._states.get(param)
+        if state is None:
+            state = self._states[param] = tuple(self._optimizer.create_state(param.data()))
+        return state
+
+    def _program(self, params: Sequence[Parameter]) -> Callable:
+        opt = self._optimizer
+        lr_mults = tuple(p.lr_mult for p in params)
+        wd_mults = tuple(p.wd_mult for p in params)
+        key = (tuple(id(p) for p in params), lr_mults, wd_mults, type(opt), opt.hyperparameters())
+        program = self._programs.get(key)
+        if program is None:
+            def update(weights, grads, states, lr, rescale):
+                new_weights, new_states = [], []
+                for w, g, s, lm, wm in zip(weights, grads, states, lr_mults, wd_mults):
+                    g = opt.preprocess(g, rescale)
+                    w2, s2 = opt.update_rule(w, g, s, (lr * lm).astype(w.dtype), jnp.asarray(opt.wd * wm, w.dtype))
+                    new_weights.append(w2.astype(w.dtype))
+                    new_states.append(tuple(s2))
+                return new_weights, new_states
+
+            program = self._programs[key] = jax.jit(update, donate_argnums=(0, 2))
+        return program
+
+    # -- persistence ---------------------------------------------------------------------
+    def save_states(self, fname: str) -> None:
+        """Write optimizer states and update counts to ``fname`` (atomic, no pickle)."""
+        arrays = {}
+        meta = {"optimizer": type(self._optimizer).__name__, "num_update": self._optimizer.num_update,
+                "params": []}
+        for i, param in enumerate(self._params):
+            state = self._states.get(param)
+            meta["params"].append({"name": self._names[param], "n_state": -1 if state is None else len(state)})
+            for j, leaf in enumerate(state or ()):
+                arrays[f"{i}.{j}"] = np.asarray(leaf)
+        arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        serialization.save_arrays(fname, arrays)
+
+    def load_states(self, fname: str) -> None:
+        """Restore states written by ``save_states``; ValueError if they belong to another setup."""
+        arrays = serialization.load_arrays(fname)
+        if "__meta__" not in arrays:
+            raise ValueError(f"{fname}: not a Trainer state file (no metadata)")
+        meta = json.loads(arrays["__meta__"].tobytes().decode())
+        if meta["optimizer"] != type(self._optimizer).__name__:
+            raise ValueError(f"{fname}: states of optimizer {meta['optimizer']}, this Trainer uses "
+                             f"{type(self._optimizer).__name__}")
+        if len(meta["params"]) != len(self._params):
+            raise ValueError(f"{fname}: states for {len(meta['params'])} parameters, this Trainer has "
+                             f"{len(self._params)}")
+        restored = {}
+        for i, (param, entry) in enumerate(zip(self._params, meta["params"])):
+            if entry["n_state"] < 0:
+                continue
+            leaves = tuple(jnp.asarray(arrays[f"{i}.{j}"]) for j in range(entry["n_state"]))
+            expected = jax.tree_util.tree_map(lambda x: (x.shape, x.dtype),
+                                              tuple(self._optimizer.create_state(param.data())))
+            got = tuple((leaf.shape, leaf.dtype) for leaf in leaves)
+            if got != tuple(expected):
+                raise ValueError(f"{fname}: state of parameter {entry['name']!r} has shapes/dtypes {got}, "
+                                 f"expected {tuple(expected)}")
+            restored[param] = leaves
+        self._states = restored
+        self._optimizer.num_update = int(meta["num_update"])
