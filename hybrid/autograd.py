@@ -168,6 +168,20 @@ def _as_list(x: Any) -> list:
     return [x]
 
 
+_FILLED: dict[tuple, Any] = {}
+
+
+def _filled(shape: tuple, dtype: Any, value: int) -> jax.Array:
+    """A cached constant array (arrays are immutable, so one per shape/dtype/value suffices)."""
+    key = (shape, dtype, value)
+    array = _FILLED.get(key)
+    if array is None:
+        if len(_FILLED) > 256:
+            _FILLED.clear()
+        array = _FILLED[key] = jnp.full(shape, value, dtype)
+    return array
+
+
 def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, train_mode: bool = True) -> None:
     """Accumulate gradients of ``heads`` into every parameter reached on the tape.
 
@@ -195,7 +209,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 "inside autograd.record(). Operations on block outputs outside blocks (e.g. loss.mean(), "
                 "jnp ops) are not recorded: call backward on the block's output directly (it sums it), "
                 "wrap the extra computation in a HybridLambda/Block, or use autograd.value_and_grad.")
-        ct = jnp.ones_like(head) if head_grad is None else jnp.asarray(head_grad, dtype=head.dtype)
+        ct = _filled(head.shape, head.dtype, 1) if head_grad is None else jnp.asarray(head_grad, dtype=head.dtype)
         if ct.shape != head.shape:
             raise AutogradError(f"backward(): head_grads[{i}] has shape {ct.shape}, head has {head.shape}")
         cotangents[entry] = cotangents[entry] + ct if entry in cotangents else ct
@@ -208,7 +222,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         if all(c is None for c in outs):
             continue
         reached.add(index)
-        outs = [jnp.zeros_like(o) if c is None else c for c, o in zip(outs, node.outputs)]
+        outs = [_filled(o.shape, o.dtype, 0) if c is None else c for c, o in zip(outs, node.outputs)]
         p_cts, in_cts = node.vjp(outs)
         for param, g in zip(node.params, p_cts):
             param_grads[param] = param_grads[param] + g if param in param_grads else g

@@ -65,5 +65,9 @@ def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise ValueError(f"parameter file {path!r} contains pickled objects; they are never loaded") from exc
+        raise ValueError(f"parameter file {path!r} is corrupted or truncated: {exc}") from exc
+    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as exc:
         raise ValueError(f"parameter file {path!r} is corrupted or truncated: {exc}") from exc

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .ops import call, register
@@ -122,18 +123,18 @@ def _pooling(x, *, pool_type, kernel, strides, padding, ceil_mode, count_include
     for i, axis in enumerate(axes):
         window[axis], stride[axis] = kernel[i], strides[i]
         pads[axis] = _pool_padding(x.shape[axis], kernel[i], strides[i], padding[i], ceil_mode)
+    # NumPy scalars keep the init values concrete, so JAX uses its differentiable max/sum window ops
     if pool_type == "max":
-        init = jnp.array(-jnp.inf, x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-        return lax.reduce_window(x, init, lax.max, window, stride, pads)
-    summed = lax.reduce_window(x, jnp.array(0, x.dtype), lax.add, window, stride, pads)
-    spatial_shape = [x.shape[a] for a in axes]
-    ones = jnp.ones(spatial_shape, x.dtype)
-    if count_include_pad:
-        ones = jnp.pad(ones, [(p, p) for p in padding])
+        lowest = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+        return lax.reduce_window(x, np.asarray(lowest, x.dtype), lax.max, window, stride, pads)
+    summed = lax.reduce_window(x, np.asarray(0, x.dtype), lax.add, window, stride, pads)
+    if count_include_pad:  # windows count the declared padding, not the ceil-mode overhang
+        ones = jnp.ones([x.shape[a] + 2 * p for a, p in zip(axes, padding)], x.dtype)
         count_pads = [(0, pads[a][1] - padding[i]) for i, a in enumerate(axes)]
     else:
+        ones = jnp.ones([x.shape[a] for a in axes], x.dtype)
         count_pads = [pads[a] for a in axes]
-    counts = lax.reduce_window(ones, jnp.array(0, x.dtype), lax.add, tuple(kernel), tuple(strides), count_pads)
+    counts = lax.reduce_window(ones, np.asarray(0, x.dtype), lax.add, tuple(kernel), tuple(strides), count_pads)
     shape = [1] * x.ndim
     for i, axis in enumerate(axes):
         shape[axis] = counts.shape[i]

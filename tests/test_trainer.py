@@ -1,0 +1,188 @@
+import numpy as np
+import pytest
+
+import hybrid
+from hybrid import HybridBlock, Parameter, Trainer, autograd, init, nn, optimizer
+from hybrid.errors import StaleGradientError
+
+from conftest import assert_close
+
+
+class Scaled(HybridBlock):
+    """out = w * x, so d(sum out)/dw = x."""
+
+    def __init__(self, w0, **param_kwargs):
+        super().__init__()
+        self.w = Parameter("w", shape=(len(w0),), init=init.Constant(np.asarray(w0)), **param_kwargs)
+
+    def forward(self, x):
+        return self.w.data() * x
+
+
+X = np.array([0.5, 4.0], np.float32)
+
+
+def backward_once(block, x=X):
+    with autograd.record():
+        out = block(x)
+    autograd.backward(out)
+
+
+def test_sgd_momentum_steps_match_hand_computed_values():
+    block = Scaled([1.0, -2.0])
+    block.initialize()
+    trainer = Trainer(block.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01})
+    backward_once(block)
+    trainer.step(2)
+    # g = x/2 + wd*w = [0.26, 1.98]; mom = -0.1 g; w += mom
+    assert_close(block.w.data(), [0.974, -2.198], rtol=1e-6)
+    backward_once(block)
+    trainer.step(2)
+    # g = [0.25974, 1.97802]; mom = 0.9*[-0.026, -0.198] - 0.1 g = [-0.049374, -0.376002]
+    assert_close(block.w.data(), [0.924626, -2.574002], rtol=1e-6)
+
+
+def test_sgd_nesterov_and_plain_steps():
+    block = Scaled([1.0, -2.0])
+    block.initialize()
+    trainer = Trainer(block.collect_params(), "sgd",
+                      {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01, "nesterov": True})
+    backward_once(block)
+    trainer.step(2)
+    # mom = -0.1 g = [-0.026, -0.198]; w += 0.9 mom - 0.1 g
+    assert_close(block.w.data(), [0.9506, -2.3762], rtol=1e-6)
+    plain = Scaled([1.0, -2.0])
+    plain.initialize()
+    trainer = Trainer(plain.collect_params(), "sgd", {"learning_rate": 0.5})
+    backward_once(plain)
+    trainer.step(1)
+    assert_close(plain.w.data(), [0.75, -4.0], rtol=1e-6)
+
+
+def test_lr_mult_and_wd_mult():
+    frozen = Scaled([1.0, 1.0], lr_mult=0.0)
+    no_decay = Scaled([1.0, 1.0], wd_mult=0.0)
+    frozen.initialize()
+    no_decay.initialize()
+    params = {"a": frozen.w, "b": no_decay.w}
+    trainer = Trainer(params, "sgd", {"learning_rate": 0.1, "wd": 0.5})
+    backward_once(frozen)
+    backward_once(no_decay)
+    trainer.step(1)
+    assert_close(frozen.w.data(), [1.0, 1.0])
+    assert_close(no_decay.w.data(), 1.0 - 0.1 * X, rtol=1e-6)
+
+
+def numpy_adam(w, grads, lr, b1, b2, eps, wd):
+    m = np.zeros_like(w)
+    v = np.zeros_like(w)
+    history = []
+    for t, g in enumerate(grads, start=1):
+        g = g + wd * w
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        w = w - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps)
+        history.append(w.copy())
+    return history
+
+
+def test_adam_matches_numpy_step_by_step():
+    block = Scaled([1.0, -2.0])
+    block.initialize()
+    trainer = Trainer(block.collect_params(), "adam", {"learning_rate": 0.01, "wd": 0.1})
+    expected = numpy_adam(np.array([1.0, -2.0]), [X.astype(np.float64) / 4] * 3, 0.01, 0.9, 0.999, 1e-8, 0.1)
+    for step in range(3):
+        backward_once(block)
+        trainer.step(4)
+        # the gradient x/4 does not depend on w, so the NumPy reference can precompute it
+        assert_close(block.w.data(), expected[step], rtol=1e-5)
+
+
+def test_stale_gradients_raise_or_are_skipped(rng):
+    used, unused = nn.Dense(2, in_units=2), nn.Dense(2, in_units=2)
+    used.initialize()
+    unused.initialize()
+    params = {**{f"used.{k}": v for k, v in used.collect_params().items()},
+              **{f"unused.{k}": v for k, v in unused.collect_params().items()}}
+    trainer = Trainer(params, "sgd", {"learning_rate": 0.1})
+    with autograd.record():
+        out = used(rng.standard_normal((3, 2)).astype(np.float32))
+    autograd.backward(out)
+    before = np.asarray(unused.weight.data()).copy()
+    with pytest.raises(StaleGradientError, match=r"\['unused.weight', 'unused.bias'\]"):
+        trainer.step(3)
+    trainer.step(3, ignore_stale_grad=True)
+    np.testing.assert_array_equal(np.asarray(unused.weight.data()), before)
+    with pytest.raises(StaleGradientError, match="used.weight"):
+        trainer.step(3)  # the used gradients were consumed by the last step
+
+
+def test_one_compiled_program_with_donated_buffers_and_dynamic_lr():
+    block = Scaled([1.0, -2.0])
+    block.initialize()
+    trainer = Trainer(block.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.5})
+    for lr in (0.1, 0.2, 0.3):
+        trainer.set_learning_rate(lr)
+        old = block.w.data()
+        backward_once(block)
+        trainer.step(1)
+        assert old.is_deleted()  # the old weight buffer was donated to the update
+    assert len(trainer._programs) == 1
+    assert trainer.learning_rate == pytest.approx(0.3)
+
+
+def test_update_program_is_one_xla_computation_for_many_parameters():
+    net = nn.HybridSequential()
+    for _ in range(5):
+        net.add(nn.Dense(4, in_units=4))
+    net.initialize()
+    trainer = Trainer(net.collect_params(), "adam")
+    with autograd.record():
+        out = net(np.ones((2, 4), np.float32))
+    autograd.backward(out)
+    trainer.step(2)
+    (program,) = trainer._programs.values()
+    params = list(trainer._params)
+    lowered = program.lower([p.data() for p in params], [p.grad() for p in params],
+                            [trainer._states[p] for p in params], np.float32(0.1), np.float32(1.0))
+    assert lowered.as_text().count("func.func public @main") == 1
+
+
+def test_save_and_load_states_resume_identically(tmp_path, rng):
+    def make():
+        hybrid.random.seed(5)
+        net = nn.Dense(3, in_units=4)
+        net.initialize()
+        return net, Trainer(net.collect_params(), "adam", {"learning_rate": 0.05})
+
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+
+    def train(net, trainer, steps):
+        for _ in range(steps):
+            with autograd.record():
+                out = net(x)
+            autograd.backward(out, head_grads=np.asarray(out) * 2)  # d/dout of sum(out^2)
+            trainer.step(6)
+
+    net, trainer = make()
+    train(net, trainer, 2)
+    trainer.save_states(str(tmp_path / "opt.states"))
+    net.save_parameters(str(tmp_path / "net.params"))
+    train(net, trainer, 2)
+    net2, trainer2 = make()
+    net2.load_parameters(str(tmp_path / "net.params"))
+    trainer2.load_states(str(tmp_path / "opt.states"))
+    train(net2, trainer2, 2)
+    np.testing.assert_array_equal(np.asarray(net2.weight.data()), np.asarray(net.weight.data()))
+    other = Trainer(net2.collect_params(), "sgd")
+    with pytest.raises(ValueError, match="states of optimizer Adam"):
+        other.load_states(str(tmp_path / "opt.states"))
+
+
+def test_optimizer_errors():
+    with pytest.raises(ValueError, match="unknown optimizer 'sgdd'"):
+        Trainer([Parameter("w", shape=(1,))], "sgdd")
+    with pytest.raises(ValueError, match="momentum"):
+        optimizer.SGD(momentum=1.5)
+    with pytest.raises(TypeError, match="dict"):
+        Trainer(Parameter("w", shape=(1,)), "sgd")
