@@ -241,3 +241,22 @@ def dropout(x, key: Any, *, rate: float, axes: Sequence[int] = ()):
     ``axes`` lists axes along which one mask value is shared.
     """
     return call("dropout", x, key, rate=float(rate), axes=tuple(a % x.ndim for a in axes))
+
+
+# -- attention ---------------------------------------------------------------------
+@register("attention", "opaque")
+def _attention(query, key, value, mask=None, *, scale, causal):
+    return jax.nn.dot_product_attention(query, key, value, mask=mask, scale=scale, is_causal=causal)
+
+
+def attention(query, key, value, mask=None, *, scale: float | None = None, causal: bool = False):
+    """Scaled dot-product attention, ``softmax(q k^T * scale) v`` per head.
+
+    Shapes follow ``jax.nn.dot_product_attention``: query ``(B, T, N, H)``, key and
+    value ``(B, S, N, H)``, optional boolean ``mask`` broadcastable to ``(B, N, T, S)``
+    (True = attend). ``scale`` defaults to ``1/sqrt(H)``. Lowers to the fused cuDNN
+    kernel on GPU where JAX supports it.
+    """
+    if scale is None:
+        scale = 1.0 / float(query.shape[-1]) ** 0.5
+    return call("attention", query, key, value, mask, scale=float(scale), causal=bool(causal))
