@@ -7,7 +7,6 @@ backend, so a fork never copies XLA's threads.
 from __future__ import annotations
 
 import pickle
-import sys
 from typing import Any, Callable, Sequence
 
 from . import rng
@@ -24,10 +23,9 @@ def make_batch(dataset: Any, batchify_fn: Callable, indices: Sequence[int], seed
         return batchify_fn([dataset[i] for i in indices])
 
 
-def init_process(payload: bytes, sys_path: list[str]) -> None:
+def init_process(payload: bytes) -> None:
     """Worker process start-up: unpickle the dataset and batchify_fn sent by the parent."""
     global _dataset, _batchify_fn, _load_error
-    sys.path[:] = sys_path
     try:
         _dataset, _batchify_fn = pickle.loads(payload)
     except Exception as exc:  # reported with the first batch, where the parent sees it
@@ -38,5 +36,5 @@ def make_batch_in_process(indices: Sequence[int], seed: tuple[int, int]) -> Any:
     if _load_error is not None:
         raise RuntimeError(f"DataLoader worker process could not unpickle the dataset and batchify_fn: "
                            f"{_load_error}. Classes and functions they use must be importable by module "
-                           "name (not defined in an interactive session or under `python -m`).")
+                           "name (not defined in an interactive session).")
     return make_batch(_dataset, _batchify_fn, indices, seed, reseed_globals=True)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import os
 import pickle
-import sys
 from concurrent import futures
 from typing import Any, Callable, Iterator
 
@@ -19,16 +19,32 @@ from .sampler import BatchSampler, RandomSampler, SequentialSampler, check_count
 __all__ = ["DataLoader"]
 
 _WORKER_MODULE = _worker.__name__
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _process_context() -> multiprocessing.context.BaseContext:
-    """'forkserver' (fork from a clean server that preloads the worker module), else 'spawn'."""
+    """'forkserver' with the worker module preloaded (else 'spawn').
+
+    Workers fork from Python's fork server, a fresh interpreter that imports
+    hybrid once and never starts JAX, so starting a worker takes milliseconds.
+    """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     from multiprocessing import forkserver
     preload = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
     if _WORKER_MODULE not in preload:
         forkserver.set_forkserver_preload(preload + [_WORKER_MODULE])
+    # The server does not inherit sys.path (Python <= 3.11 ignores it): put this hybrid first on its
+    # PYTHONPATH so that it preloads the same package as ours. A no-op once the server runs.
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT] + ([previous] if previous else []))
+    try:
+        forkserver.ensure_running()
+    finally:
+        if previous is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = previous
     return multiprocessing.get_context("forkserver")
 
 
@@ -150,7 +166,7 @@ class DataLoader:
             else:
                 self._executor = futures.ProcessPoolExecutor(
                     self._num_workers, mp_context=_process_context(), initializer=_worker.init_process,
-                    initargs=(self._pickled_payload(), list(sys.path)))
+                    initargs=(self._pickled_payload(),))
         executor = self._executor
         if self._thread_pool:
             return lambda indices, seed: executor.submit(_worker.make_batch, self._dataset, self._batchify_fn,

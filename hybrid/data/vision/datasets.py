@@ -47,12 +47,13 @@ def read_idx(path: str, ndim: int) -> np.ndarray:
     raw = _read_bytes(path)
     header = 4 + 4 * ndim
     expected_magic = 0x0800 | ndim
+    magic = struct.unpack(">I", raw[:4])[0] if len(raw) >= 4 else None
+    if magic != expected_magic:
+        found = "none (file shorter than 4 bytes)" if magic is None else f"{magic:#010x}"
+        raise ValueError(f"{path}: not an IDX file of {ndim}-D unsigned bytes: magic number {found}, "
+                         f"expected {expected_magic:#010x}")
     if len(raw) < header:
         raise ValueError(f"{path}: truncated IDX file: {len(raw)} bytes, but its header alone takes {header}")
-    magic = struct.unpack(">I", raw[:4])[0]
-    if magic != expected_magic:
-        raise ValueError(f"{path}: not an IDX file of {ndim}-D unsigned bytes: magic number {magic:#010x}, "
-                         f"expected {expected_magic:#010x}")
     shape = struct.unpack(f">{ndim}I", raw[4:header])
     size = int(np.prod(shape))
     if len(raw) - header != size:
