@@ -99,6 +99,11 @@ def test_random_crop_with_padding_takes_windows_of_the_padded_image(rng):
     assert all(np.array_equal(a, crop(img)) for a in first)
     with pytest.raises(ValueError, match="pad must be a non-negative int"):
         T.RandomCrop(4, pad=(1, 2))
+    # uneven padding, (top, bottom, left, right): a 2x3 image padded to 3x6, whose only 3x6 window is all of it
+    small = np.ones((2, 3), np.float32)
+    expected = np.pad(small, ((1, 0), (0, 3)), constant_values=-1)
+    np.testing.assert_array_equal(T.RandomCrop((6, 3), pad=(1, 0, 0, 3), pad_value=-1)(small), expected)
+    np.testing.assert_array_equal(T.RandomCrop((6, 3), pad=((1, 0), (0, 3)), pad_value=-1)(small), expected)
 
 
 def test_random_resized_crop(rng):
@@ -170,9 +175,8 @@ def test_mnist_missing_and_corrupt_files(tmp_path, rng):
     assert str(tmp_path) in str(info.value)
     images, labels = rng.integers(0, 256, (3, 28, 28), dtype=np.uint8), np.arange(3, dtype=np.uint8)
     write_mnist(tmp_path, "train", images, labels, gz=False)
-    image_file = os.path.join(tmp_path, "train-images-idx3-ubyte")
-    raw = open(image_file, "rb").read()
-    open(image_file, "wb").write(raw[:-100])
+    image_file = tmp_path / "train-images-idx3-ubyte"
+    image_file.write_bytes(image_file.read_bytes()[:-100])
     with pytest.raises(ValueError, match=r"truncated IDX file.*\(3, 28, 28\).*2252"):
         MNIST(root=str(tmp_path))
     write_idx(image_file, labels, gz=False)  # a 1-D file where images belong
@@ -181,10 +185,10 @@ def test_mnist_missing_and_corrupt_files(tmp_path, rng):
     write_idx(image_file, images[:2], gz=False)
     with pytest.raises(ValueError, match="holds 2 images but .* holds 3 labels"):
         MNIST(root=str(tmp_path))
-    os.remove(image_file)
-    write_idx(image_file + ".gz", images, gz=True)
-    gz_raw = open(image_file + ".gz", "rb").read()
-    open(image_file + ".gz", "wb").write(gz_raw[: len(gz_raw) // 2])
+    image_file.unlink()
+    gz_file = tmp_path / "train-images-idx3-ubyte.gz"
+    write_idx(gz_file, images, gz=True)
+    gz_file.write_bytes(gz_file.read_bytes()[:-20])
     with pytest.raises(ValueError, match="corrupt or truncated gzip file"):
         MNIST(root=str(tmp_path))
 

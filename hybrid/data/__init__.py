@@ -7,7 +7,7 @@ from . import batchify, vision
 from .batchify import default_batchify_fn
 from .dataloader import DataLoader
 from .dataset import ArrayDataset, Dataset, SimpleDataset
-from .rng import transform_rng
+from ._rng import transform_rng
 from .sampler import (BatchSampler, FilterSampler, IntervalSampler, RandomSampler, Sampler,
                       SequentialSampler)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pickle
 from typing import Any, Callable, Sequence
 
-from . import rng
+from . import _rng
 
 _dataset: Any = None
 _batchify_fn: Callable | None = None
@@ -19,7 +19,7 @@ _load_error: str | None = None
 def make_batch(dataset: Any, batchify_fn: Callable, indices: Sequence[int], seed: tuple[int, int],
                reseed_globals: bool = False) -> Any:
     """``batchify_fn`` of the samples at ``indices``, with transforms seeded by ``seed``."""
-    with rng.batch_seed(seed, reseed_globals):
+    with _rng.batch_seed(seed, reseed_globals):
         return batchify_fn([dataset[i] for i in indices])
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..rng import transform_rng
+from .._rng import transform_rng
 from ._image import crop, fit_inside, hw_axes, interpolation_name, resize, size_wh
 
 __all__ = ["Compose", "Cast", "ToTensor", "Normalize", "Resize", "CenterCrop", "RandomResizedCrop",
@@ -179,8 +179,8 @@ class RandomCrop:
 
     Args:
         size: window size (int: square).
-        pad: None, an int (rows above and below, columns left and right), or
-            ``((top, bottom), (left, right))``.
+        pad: None, an int (rows above and below, columns left and right),
+            ``(top, bottom, left, right)`` or ``((top, bottom), (left, right))``.
         pad_value: value of the padding.
         interpolation: used only when the (padded) image is smaller than ``size``:
             its largest window of that aspect ratio is resized up, as in CenterCrop.
@@ -194,16 +194,15 @@ class RandomCrop:
     @staticmethod
     def _parse_pad(pad: Any) -> tuple[tuple[int, int], tuple[int, int]]:
         if pad is None or isinstance(pad, (int, np.integer)):
-            pad = ((pad or 0, pad or 0),) * 2
-        try:
-            (top, bottom), (left, right) = pad
-            parsed = ((int(top), int(bottom)), (int(left), int(right)))
-        except (TypeError, ValueError):
-            parsed = None
-        if parsed is None or min(parsed[0] + parsed[1]) < 0:
-            raise ValueError(f"RandomCrop: pad must be a non-negative int or ((top, bottom), (left, right)), "
-                             f"got {pad!r}")
-        return parsed
+            flat = [pad or 0] * 4
+        else:
+            flat = list(pad)
+            if len(flat) == 2 and all(isinstance(side, (tuple, list)) for side in flat):
+                flat = [v for side in flat for v in side]
+        if len(flat) != 4 or not all(isinstance(v, (int, np.integer)) and v >= 0 for v in flat):
+            raise ValueError(f"RandomCrop: pad must be a non-negative int, (top, bottom, left, right) or "
+                             f"((top, bottom), (left, right)), got {pad!r}")
+        return (int(flat[0]), int(flat[1])), (int(flat[2]), int(flat[3]))
 
     def __call__(self, x: Any) -> np.ndarray:
         x = np.asarray(x)
