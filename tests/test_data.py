@@ -353,7 +353,10 @@ def test_prefetch_bounds_batches_in_flight(deadline):
         loader = data.DataLoader(ds, batch_size=1, num_workers=2, thread_pool=True, prefetch=prefetch)
         iterator = iter(loader)
         assert next(iterator).tolist() == [0.0]
-        time.sleep(0.2)  # give the workers time to run ahead if they were allowed to
+        end = time.monotonic() + 2.0
+        while len(ds.seen) < expected and time.monotonic() < end:
+            time.sleep(0.01)
+        time.sleep(0.2)  # give the workers time to run further ahead if they were allowed to
         assert len(ds.seen) == expected
         assert [b.tolist() for b in iterator] == [[float(i)] for i in range(1, 10)]
         loader.close()

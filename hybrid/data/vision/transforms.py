@@ -94,19 +94,17 @@ class Resize:
     """
 
     def __init__(self, size: int | tuple[int, int], keep_ratio: bool = False, interpolation: Any = 1):
-        self._size = size
-        size_wh(size, "Resize")
-        self._keep_ratio = keep_ratio
+        self._size = size_wh(size, "Resize")
+        self._shorter_side = int(size) if keep_ratio and isinstance(size, (int, np.integer)) else None
         self._method = interpolation_name(interpolation, "Resize")
 
     def __call__(self, x: Any) -> np.ndarray:
         x = np.asarray(x)
         ax_h, ax_w = hw_axes(x, "Resize")
-        if isinstance(self._size, (int, np.integer)) and self._keep_ratio:
-            h, w, short = x.shape[ax_h], x.shape[ax_w], int(self._size)
+        width, height = self._size
+        if self._shorter_side is not None:
+            h, w, short = x.shape[ax_h], x.shape[ax_w], self._shorter_side
             width, height = (short, int(h * short / w)) if h > w else (int(w * short / h), short)
-        else:
-            width, height = size_wh(self._size, "Resize")
         return resize(x, width, height, self._method)
 
 
