@@ -4,6 +4,7 @@
     from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock
 """
 from . import autograd, errors, graph, init, loss, nn, optimizer, random
+from . import lr_scheduler, metric
 from .block import Block, HybridBlock
 from .inspect import Inspection, inspect
 from .parameter import Constant, Parameter
@@ -12,4 +13,4 @@ from .trainer import Trainer
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
-           "Parameter", "Constant", "Trainer", "inspect", "Inspection"]
+           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "lr_scheduler", "metric"]
