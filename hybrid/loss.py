@@ -292,14 +292,7 @@ class CTCLoss(Loss):
         if label.ndim != 2 or label.shape[0] != batch:
             raise ShapeError(f"CTCLoss: label of shape {label.shape} does not match prediction with batch size "
                              f"{batch} (expected ({batch}, label_length) in layout NT)")
-        label = label.astype(jnp.int32)
-        if label_lengths is None:
-            padded = label < 0
-            label_lengths = jnp.where(padded.any(axis=1), jnp.argmax(padded, axis=1), label.shape[1])
-        if pred_lengths is None:
-            pred_lengths = jnp.full((batch,), steps, jnp.int32)
-        loss = ctc_negative_log_likelihood(jax.nn.log_softmax(pred, axis=-1), label,
-                                           jnp.asarray(pred_lengths, jnp.int32), jnp.asarray(label_lengths, jnp.int32))
+        loss = ctc_negative_log_likelihood(pred, label, pred_lengths, label_lengths)
         if sample_weight is not None:
             sample_weight = jnp.reshape(sample_weight, (batch,))
         return self._apply_weighting(loss, self._weight, sample_weight)
@@ -308,12 +301,22 @@ class CTCLoss(Loss):
 _IMPOSSIBLE = -1e30  # finite stand-in for log(0): keeps gradients of unreachable states at 0, not NaN
 
 
-def ctc_negative_log_likelihood(log_probs, label, pred_lengths, label_lengths):
+@jax.jit
+def ctc_negative_log_likelihood(scores, label, pred_lengths=None, label_lengths=None):
     """CTC forward algorithm in log space with ``lax.scan`` over time.
 
-    Args: log_probs ``(T, N, C)`` log-softmax with blank ``C - 1``; label ``(N, L)`` int32;
-    pred_lengths, label_lengths ``(N,)`` int32. Returns ``(N,)``.
+    Args: scores ``(T, N, C)`` before softmax, blank ``C - 1``; label ``(N, L)`` padded with
+    ``-1``; pred_lengths, label_lengths ``(N,)`` ints or None (``T``; count before the first
+    ``-1``). Returns ``(N,)``.
     """
+    log_probs = jax.nn.log_softmax(scores, axis=-1)
+    label = label.astype(jnp.int32)
+    if label_lengths is None:
+        padded = label < 0
+        label_lengths = jnp.where(padded.any(axis=1), jnp.argmax(padded, axis=1), label.shape[1])
+    label_lengths = jnp.asarray(label_lengths, jnp.int32)
+    pred_lengths = jnp.full(label.shape[:1], scores.shape[0], jnp.int32) if pred_lengths is None else \
+        jnp.asarray(pred_lengths, jnp.int32)
     steps, batch, classes = log_probs.shape
     blank = classes - 1
     # extended label: blank, l1, blank, l2, ..., blank (length 2L + 1)
