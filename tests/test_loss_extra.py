@@ -4,11 +4,12 @@ import itertools
 import numpy as np
 import pytest
 
-from hybrid import HybridBlock, Parameter, autograd, init, loss
+from hybrid import autograd, loss
 from hybrid.errors import ShapeError
 
 import references as ref
 from conftest import assert_close
+from test_loss import Logits
 
 
 # -- NumPy references (float64) ----------------------------------------------------------------
@@ -88,17 +89,6 @@ def np_ctc_brute_force(scores, label):
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-class Logits(HybridBlock):
-    """Outputs its parameter, so that backward gives the gradient of a loss with respect to its input."""
-
-    def __init__(self, value):
-        super().__init__()
-        self.z = Parameter("z", shape=value.shape, init=init.Constant(value))
-
-    def forward(self):
-        return self.z.data()
-
-
 def loss_grad(loss_fn, pred, *rest):
     """d sum(loss_fn(pred, *rest)) / d pred through the autograd tape."""
     block = Logits(pred.astype(np.float32))

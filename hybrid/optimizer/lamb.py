@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .adamw import adam_moments, check_betas
 from .optimizer import Optimizer, register
 
 __all__ = ["LAMB"]
@@ -23,9 +24,7 @@ class LAMB(Optimizer):
                  epsilon: float = 1e-6, lower_bound: float | None = None, upper_bound: float | None = None,
                  bias_correction: bool = True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        for name, value in (("beta1", beta1), ("beta2", beta2)):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"LAMB: {name} must be in [0, 1), got {value}")
+        check_betas("LAMB", beta1, beta2)
         if lower_bound is not None and upper_bound is not None and lower_bound > upper_bound:
             raise ValueError(f"LAMB: lower_bound {lower_bound} is above upper_bound {upper_bound}")
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
@@ -36,15 +35,7 @@ class LAMB(Optimizer):
         return (jnp.zeros_like(weight), jnp.zeros_like(weight), jnp.zeros((), jnp.int32))
 
     def update_rule(self, weight, grad, state, lr, wd):
-        mean, var, t = state
-        t = t + 1
-        mean = self.beta1 * mean + (1 - self.beta1) * grad
-        var = self.beta2 * var + (1 - self.beta2) * jnp.square(grad)
-        mean_hat, var_hat = mean, var
-        if self.bias_correction:
-            tf = t.astype(weight.dtype)
-            mean_hat = mean / (1 - self.beta1 ** tf)
-            var_hat = var / (1 - self.beta2 ** tf)
+        mean_hat, var_hat, state = adam_moments(grad, state, self.beta1, self.beta2, self.bias_correction)
         direction = mean_hat / (jnp.sqrt(var_hat) + self.epsilon) + wd * weight
         r1 = jnp.linalg.norm(weight)
         if self.lower_bound is not None:
@@ -53,4 +44,4 @@ class LAMB(Optimizer):
             r1 = jnp.minimum(r1, self.upper_bound)
         r2 = jnp.linalg.norm(direction)
         ratio = jnp.where((r1 > 0) & (r2 > 0), r1 / jnp.where(r2 > 0, r2, 1), 1)
-        return weight - lr * ratio * direction, (mean, var, t)
+        return weight - lr * ratio * direction, state
