@@ -87,8 +87,7 @@ class SoftmaxCrossEntropyLoss(Loss):
             if label.size != math.prod(expected):
                 raise ShapeError(f"sparse label of shape {label.shape} does not match prediction {pred.shape} "
                                  f"(expected {expected}: class indices)")
-            index = jnp.expand_dims(label.reshape(expected).astype(jnp.int32), axis)
-            loss = -jnp.take_along_axis(log_prob, index, axis=axis)
+            loss = jnp.expand_dims(-layer_ops.pick(log_prob, label.reshape(expected), axis=axis), axis)
         else:
             loss = -jnp.sum(log_prob * self._label_like(label, pred), axis=axis, keepdims=True)
         loss = self._apply_weighting(loss, self._weight, sample_weight)

@@ -10,8 +10,9 @@ from .passes import PASSES
 
 __all__ = ["DEFAULT_PASSES", "PassStat", "resolve_passes", "run_passes", "format_stats"]
 
-#: The passes ``hybridize()`` runs when ``passes`` is not given, in order.
-DEFAULT_PASSES: tuple[str, ...] = ("dce",)
+#: The passes ``hybridize()`` runs when ``passes`` is not given, in order (see docs/passes.md).
+DEFAULT_PASSES: tuple[str, ...] = ("dce", "cse", "fold", "simplify", "recognize", "softmax_ce", "attention",
+                                   "bn_fold", "horizontal_fusion", "dce", "fuse")
 
 
 @dataclass
