@@ -287,7 +287,7 @@ class CTCLoss(Loss):
             pred = jnp.swapaxes(pred, 0, 1)
         if self._label_layout == "TN":
             label = jnp.swapaxes(label, 0, 1)
-        steps, batch, _ = pred.shape
+        batch = pred.shape[1]
         if label.ndim != 2 or label.shape[0] != batch:
             raise ShapeError(f"CTCLoss: label of shape {label.shape} does not match prediction with batch size "
                              f"{batch} (expected ({batch}, label_length) in layout NT)")
