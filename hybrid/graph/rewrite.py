@@ -15,7 +15,7 @@ import numpy as np
 from . import ops
 from .ir import Graph, Node, Value
 
-__all__ = ["Rewriter", "make_op_node", "const_value", "is_scalar_const", "use_counts", "positions"]
+__all__ = ["Rewriter", "make_op_node", "types_of", "const_value", "is_scalar_const", "use_counts", "positions"]
 
 
 class Rewriter:
@@ -72,16 +72,26 @@ class Rewriter:
         return Graph(self.graph.inputs, outputs, self.nodes, consts)
 
 
-def make_op_node(name: str, inputs: list[Value], scope: str = "", **attrs: Any) -> Node:
-    """A big-op node ``name(*inputs, **attrs)``; output types come from abstract evaluation."""
+def make_op_node(name: str, inputs: list[Value], scope: str = "", out_types: list[tuple] | None = None,
+                 **attrs: Any) -> Node:
+    """A big-op node ``name(*inputs, **attrs)``.
+
+    ``out_types`` ((shape, dtype) per output) is computed by abstract evaluation when not given;
+    passes that know the result types pass them to keep compile time low."""
     in_tree = jax.tree_util.tree_structure(tuple(range(len(inputs))))
     bound = ops._bind(name, attrs, in_tree)
-    specs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs]
-    out = jax.eval_shape(bound.fn, *specs)
-    out_types = [(o.shape, o.dtype) for o in jax.tree_util.tree_leaves(out)]
+    if out_types is None:
+        specs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs]
+        out = jax.eval_shape(bound.fn, *specs)
+        out_types = [(o.shape, o.dtype) for o in jax.tree_util.tree_leaves(out)]
     node_attrs = dict(bound.attrs)
     node_attrs["_in_tree"] = in_tree
     return Node(name, "op", inputs, out_types, node_attrs, bound, scope)
+
+
+def types_of(*values: Value) -> list[tuple]:
+    """``(shape, dtype)`` of each value, the form ``make_op_node(out_types=...)`` takes."""
+    return [(v.shape, v.dtype) for v in values]
 
 
 def const_value(graph_consts: dict, value: Value) -> np.ndarray | None:

@@ -12,7 +12,7 @@ biases are not matched (such code is left as written).
 from __future__ import annotations
 
 from ..ir import Graph, Node, Value
-from ..rewrite import Rewriter, const_value, is_scalar_const, make_op_node, use_counts
+from ..rewrite import Rewriter, const_value, is_scalar_const, make_op_node, types_of, use_counts
 from . import register_pass
 
 
@@ -109,7 +109,7 @@ def attention_rewrite(graph: Graph) -> tuple[Graph, dict]:
             rewriter.keep(node)
             continue
         inputs = [rewriter.value(v) for v in match.pop("inputs")]
-        fused = rewriter.emit(make_op_node("attention_general", inputs, node.scope, **match))
+        fused = rewriter.emit(make_op_node("attention_general", inputs, node.scope, types_of(node.outputs[0]), **match))
         rewriter.replace(node.outputs[0], fused.outputs[0])
     from .dce import dead_code_elimination
     result, _ = dead_code_elimination(rewriter.finish())

@@ -11,7 +11,7 @@ channel axis.
 from __future__ import annotations
 
 from ..ir import Graph, Node
-from ..rewrite import Rewriter, make_op_node, use_counts
+from ..rewrite import Rewriter, make_op_node, types_of, use_counts
 from . import register_pass
 
 
@@ -59,11 +59,12 @@ def batch_norm_folding(graph: Graph) -> tuple[Graph, dict]:
         bias = rest[0] if rest else None
         gamma, beta, mean, var = (rewriter.value(v) for v in node.inputs[1:])
         fold_inputs = [weight, gamma, beta, mean, var] + ([bias] if bias is not None else [])
-        fold = rewriter.emit(make_op_node("batch_norm_fold", fold_inputs, node.scope, eps=node.attrs["eps"],
-                                          out_axis=0))
+        bias_type = ((weight.shape[0],), weight.dtype)
+        fold = rewriter.emit(make_op_node("batch_norm_fold", fold_inputs, node.scope,
+                                          types_of(weight) + [bias_type], eps=node.attrs["eps"], out_axis=0))
         attrs = {k: v for k, v in producer.attrs.items() if not k.startswith("_")}
         fused = rewriter.emit(make_op_node(producer.op, [x, fold.outputs[0], fold.outputs[1]], producer.scope,
-                                           **attrs))
+                                           types_of(producer.outputs[0]), **attrs))
         rewriter.replace(node.outputs[0], fused.outputs[0])
         bytes_saved += node.outputs[0].nbytes
     return rewriter.finish(), {"batch_norms_folded": len(folds), "bytes_saved": bytes_saved}

@@ -8,7 +8,7 @@ the group can run there) and it has the same ``flatten`` mode and dtype as the o
 from __future__ import annotations
 
 from ..ir import Graph, Node
-from ..rewrite import Rewriter, make_op_node, positions
+from ..rewrite import Rewriter, make_op_node, positions, types_of
 from . import register_pass
 
 
@@ -52,8 +52,8 @@ def horizontal_fusion(graph: Graph) -> tuple[Graph, dict]:
             args += [weight] + bias
             units.append(weight.shape[0])
             has_bias.append(bool(bias))
-        fused = rewriter.emit(make_op_node("dense_group", args, node.scope, units=tuple(units),
-                                           has_bias=tuple(has_bias), flatten=node.attrs["flatten"]))
+        fused = rewriter.emit(make_op_node("dense_group", args, node.scope, types_of(*(m.outputs[0] for m in group)),
+                                           units=tuple(units), has_bias=tuple(has_bias), flatten=node.attrs["flatten"]))
         for member, out in zip(group, fused.outputs):
             rewriter.replace(member.outputs[0], out)
     fused_count = sum(len(g) for g in groups)

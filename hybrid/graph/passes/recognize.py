@@ -9,7 +9,7 @@ The expansion matched is ``m = max(x, a)`` (optionally ``max(-inf, m)``), broadc
 from __future__ import annotations
 
 from ..ir import Graph, Node, Value
-from ..rewrite import Rewriter, is_scalar_const, make_op_node
+from ..rewrite import Rewriter, is_scalar_const, make_op_node, types_of
 from . import register_pass
 
 
@@ -88,7 +88,8 @@ def recognize_softmax(graph: Graph) -> tuple[Graph, dict]:
         for out in node.outputs:
             if out in found:
                 kind, x, axis = found[out]
-                new = rewriter.emit(make_op_node(kind, [rewriter.value(x)], node.scope, axis=axis, temperature=1.0))
+                new = rewriter.emit(make_op_node(kind, [rewriter.value(x)], node.scope, types_of(x), axis=axis,
+                                                 temperature=1.0))
                 rewriter.replace(kept.outputs[0], new.outputs[0])
     from .dce import dead_code_elimination
     result, stats = dead_code_elimination(rewriter.finish())

@@ -9,7 +9,7 @@ the axes agree and no temperature is applied.
 from __future__ import annotations
 
 from ..ir import Graph, Node, Value
-from ..rewrite import Rewriter, make_op_node, use_counts
+from ..rewrite import Rewriter, make_op_node, types_of, use_counts
 from . import register_pass
 
 
@@ -55,13 +55,13 @@ def fused_softmax_cross_entropy(graph: Graph) -> tuple[Graph, dict]:
     for node in graph.nodes:
         if node in cross_entropy:
             logits, label, axis = cross_entropy[node]
-            fused = rewriter.emit(make_op_node("softmax_cross_entropy", [rewriter.value(logits),
-                                                                         rewriter.value(label)], node.scope, axis=axis))
+            fused = rewriter.emit(make_op_node("softmax_cross_entropy", [rewriter.value(logits), rewriter.value(label)],
+                                               node.scope, types_of(node.outputs[0]), axis=axis))
             rewriter.replace(node.outputs[0], fused.outputs[0])
         elif node in log_of_softmax:
             softmax = log_of_softmax[node]
             new = rewriter.emit(make_op_node("log_softmax", [rewriter.value(softmax.inputs[0])], node.scope,
-                                             axis=_axis(softmax), temperature=1.0))
+                                             types_of(node.outputs[0]), axis=_axis(softmax), temperature=1.0))
             rewriter.replace(node.outputs[0], new.outputs[0])
         else:
             rewriter.keep(node)
