@@ -5,6 +5,7 @@
     from hybrid import data, utils
 """
 from . import autograd, errors, graph, init, loss, nn, optimizer, random
+from . import lr_scheduler, metric
 from .block import Block, HybridBlock
 from .inspect import Inspection, inspect
 from .parameter import Constant, Parameter
@@ -14,4 +15,4 @@ from . import data, utils
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
-           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils"]
+           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric"]
