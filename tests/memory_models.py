@@ -74,9 +74,9 @@ def transformer(batch=4, length=16, units=32, heads=4, layers=2):
 MODELS = {"mlp": mlp, "cnn": cnn, "transformer": transformer}
 
 
-def block_training_graph(block, *inputs):
-    """The forward-plus-backward graph of ``sum(block(*inputs))`` in training mode, differentiated with
-    respect to the block's trainable parameters (inputs keep the parameters' structural names)."""
+def block_objective(block, *inputs):
+    """``sum(block(*inputs))`` in training mode as a pure function of the block's flat graph inputs, with
+    the input specs, their names and the positions of the trainable parameters among them."""
     block.initialize(hybrid.init.Xavier())
     forward = hybrid.inspect(block, *inputs, passes=[], training=True).before
     params = block.collect_params()
@@ -87,4 +87,11 @@ def block_training_graph(block, *inputs):
         return jnp.sum(run(*flat)[0])
 
     specs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in forward.inputs]
-    return training_graph(objective, *specs, wrt=wrt, input_names=[v.name for v in forward.inputs])
+    return objective, specs, [v.name for v in forward.inputs], wrt
+
+
+def block_training_graph(block, *inputs):
+    """The forward-plus-backward graph of ``sum(block(*inputs))``, differentiated with respect to the
+    block's trainable parameters (graph inputs keep the parameters' structural names)."""
+    objective, specs, names, wrt = block_objective(block, *inputs)
+    return training_graph(objective, *specs, wrt=wrt, input_names=names)

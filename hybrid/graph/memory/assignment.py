@@ -20,11 +20,11 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from .liveness import Buffer
+from .liveness import Buffer, live_bytes
 
 __all__ = ["Assignment", "AssignmentError", "greedy_by_size", "shared_objects", "check_assignment", "arena_size"]
 
@@ -89,15 +89,26 @@ def check_assignment(buffers: Sequence[Buffer], offsets: Sequence[int]) -> None:
 def greedy_by_size(buffers: Sequence[Buffer]) -> Assignment:
     """Greedy-by-size offsets with best-fit gaps (Pisarchyk & Lee 2020).
 
-    Buffers are placed largest first (ties: earlier start, then index). For each, the placed
-    buffers overlapping it in time are taken in order of offset; the gaps between them (and
-    below the lowest) that can hold it are candidates and the smallest wins (ties: lowest
-    offset); with no fitting gap it goes on top of them. Placed buffers are kept sorted by
-    offset in arrays, so each query is a few vectorised scans and no sort.
+    Buffers are placed largest first. For each, the placed buffers overlapping it in time are
+    taken in order of offset; the gaps between them (and below the lowest) that can hold it are
+    candidates and the smallest wins (ties: lowest offset); with no fitting gap it goes on top of
+    them. Equal sizes are taken longer-lived first (then by start); only if that leaves the arena
+    above the max-live bound, the pass is repeated taking them by start, and the smaller arena wins.
     """
+    bound = max(live_bytes(buffers), default=0)
+    longest_first = _greedy(buffers, lambda b: (-b.size, b.start - b.end, b.start))
+    if longest_first.arena == bound:
+        return longest_first
+    by_start = _greedy(buffers, lambda b: (-b.size, b.start))
+    return by_start if by_start.arena < longest_first.arena else longest_first
+
+
+def _greedy(buffers: Sequence[Buffer], key: Callable[[Buffer], tuple]) -> Assignment:
+    """One greedy-by-size pass in the order of ``key`` (ties: index). Placed buffers are kept sorted
+    by offset in arrays, so each placement is a few vectorised scans and no sort."""
     n = len(buffers)
     offsets = [0] * n
-    order = sorted((i for i in range(n) if buffers[i].size), key=lambda i: (-buffers[i].size, buffers[i].start, i))
+    order = sorted((i for i in range(n) if buffers[i].size), key=lambda i: (*key(buffers[i]), i))
     placed = np.empty((4, len(order)), np.int64)  # rows: offset, top, start, end; columns sorted by offset
     arena = 0
     for m, i in enumerate(order):

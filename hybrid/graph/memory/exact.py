@@ -21,7 +21,7 @@ from .liveness import Buffer, live_bytes
 __all__ = ["exact"]
 
 
-def exact(buffers: Sequence[Buffer], *, max_buffers: int = 20, max_expansions: int = 500_000,
+def exact(buffers: Sequence[Buffer], *, max_buffers: int = 32, max_expansions: int = 500_000,
           start: Assignment | None = None) -> Assignment:
     """An assignment with the minimum arena size.
 

@@ -104,7 +104,7 @@ class MemoryPlan:
 
 
 def plan_memory(graph: Graph, schedule: str | Sequence[Node] = "topological", strategy: str = "greedy_by_size",
-                *, inplace: bool = True, compare: bool = True, exact_max_buffers: int = 20) -> MemoryPlan:
+                *, inplace: bool = True, compare: bool = True, exact_max_buffers: int = 32) -> MemoryPlan:
     """Plan the memory of ``graph``'s intermediates.
 
     ``schedule``: ``'topological'``, ``'memory_aware'`` or an explicit list of the graph's nodes.
