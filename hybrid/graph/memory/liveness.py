@@ -48,7 +48,7 @@ def live_bytes(buffers: Sequence[tuple[int, int, int]], n_steps: int | None = No
     ``n_steps`` defaults to one past the last ``end``. Runs in O(len(buffers) + n_steps).
     """
     if n_steps is None:
-        n_steps = max((b.end for b in buffers), default=-1) + 1
+        n_steps = max((end for _, _, end in buffers), default=-1) + 1
     delta = [0] * (n_steps + 1)
     for size, start, end in buffers:
         delta[start] += size

@@ -103,6 +103,13 @@ class MemoryPlan:
         figure.savefig(path)
 
 
+def _exact_if_cheap(buffers: list[Buffer], greedy: Assignment, max_buffers: int) -> Assignment | None:
+    try:
+        return exact(buffers, max_buffers=max_buffers, max_expansions=_COMPARE_EXPANSIONS, start=greedy)
+    except ValueError:
+        return None
+
+
 def plan_memory(graph: Graph, schedule: str | Sequence[Node] = "topological", strategy: str = "greedy_by_size",
                 *, inplace: bool = True, compare: bool = True, exact_max_buffers: int = 32) -> MemoryPlan:
     """Plan the memory of ``graph``'s intermediates.
@@ -128,17 +135,13 @@ def plan_memory(graph: Graph, schedule: str | Sequence[Node] = "topological", st
     pairs = inplace_pairs(order, live) if inplace else []
     buffers, buffer_of = merge_inplace(live.intermediates, live, pairs)
     assignments: dict[str, Assignment | None] = {}
-    for key, assign in STRATEGIES.items():
-        if key == strategy:
-            assignments[key] = assign(buffers)
-        elif key == "exact" and compare:
-            try:
-                assignments[key] = exact(buffers, max_buffers=exact_max_buffers, max_expansions=_COMPARE_EXPANSIONS,
-                                         start=assignments.get("greedy_by_size"))
-            except ValueError:
-                assignments[key] = None
-        elif compare:
-            assignments[key] = assign(buffers)
+    for key in STRATEGIES if compare else (strategy,):
+        if key != "exact":
+            assignments[key] = STRATEGIES[key](buffers)
+        elif key == strategy:
+            assignments[key] = exact(buffers, start=assignments.get("greedy_by_size"))
+        else:
+            assignments[key] = _exact_if_cheap(buffers, assignments["greedy_by_size"], exact_max_buffers)
     for assignment in {id(a): a for a in assignments.values() if a is not None}.values():
         check_assignment(buffers, assignment.offsets)
     chosen = assignments[strategy].offsets
