@@ -1,10 +1,12 @@
 """hybrid: a Gluon-style imperative/symbolic deep-learning framework on JAX.
 
     import hybrid
-    from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock
+    from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock, SymbolBlock
 """
 from . import autograd, errors, graph, init, loss, nn, optimizer, random
 from .block import Block, HybridBlock
+from . import export
+from .export import SymbolBlock
 from .inspect import Inspection, inspect
 from .parameter import Constant, Parameter
 from .trainer import Trainer
@@ -12,4 +14,4 @@ from .trainer import Trainer
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
-           "Parameter", "Constant", "Trainer", "inspect", "Inspection"]
+           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "export", "SymbolBlock"]
