@@ -136,6 +136,7 @@ def parse_npz(data: bytes, path: str = "<bytes>") -> dict[str, np.ndarray]:
             infos = archive.infolist()
             if len(infos) > _MAX_MEMBERS:
                 raise FormatError(f"parameter file {path!r} has {len(infos)} members")
+            _check_tiling(data, infos, archive.start_dir, path)
             arrays: dict[str, np.ndarray] = {}
             for info in infos:
                 name = _member_name(info, path)
@@ -147,6 +148,24 @@ def parse_npz(data: bytes, path: str = "<bytes>") -> dict[str, np.ndarray]:
         raise
     except PARSE_ERRORS as exc:
         raise FormatError(f"parameter file {path!r} is corrupted or truncated: {type(exc).__name__}: {exc}") from exc
+
+
+def _check_tiling(data: bytes, infos: list, central_directory: int, path: str) -> None:
+    """The members' local records must cover the bytes before the central directory exactly, so no
+    array can be dropped from (or hidden in) the archive by editing the directory."""
+    position = 0
+    for info in sorted(infos, key=lambda i: i.header_offset):
+        header = data[position:position + 30]
+        if info.header_offset != position or len(header) < 30 or header[:4] != b"PK\x03\x04":
+            raise FormatError(f"parameter file {path!r} is corrupted: its directory does not account for the "
+                              f"data at offset {position}")
+        name_length, extra_length = struct.unpack_from("<HH", header, 26)
+        position += 30 + name_length + extra_length + info.compress_size
+        if info.flag_bits & 0x08:  # a data descriptor follows, with or without its signature
+            position += 16 if data[position:position + 4] == b"PK\x07\x08" else 12
+    if position != central_directory:
+        raise FormatError(f"parameter file {path!r} is corrupted: {central_directory - position} bytes before "
+                          "the directory belong to no array")
 
 
 def _member_name(info: zipfile.ZipInfo, path: str) -> str:

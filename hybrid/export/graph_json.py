@@ -203,7 +203,9 @@ def decode_graph(doc: Any, where: str) -> GraphDoc:
             raise FormatError(f"{where}: '{key}' must be a list")
     env: dict[str, Value] = {}
 
-    def define(name: str, value: Value, at: str) -> None:
+    def define(name: Any, value: Value, at: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise FormatError(f"{at}: names must be non-empty strings, got {name!r:.60}")
         if name in env:
             raise FormatError(f"{at}: name {name!r:.60} is defined twice")
         env[name] = value
@@ -234,7 +236,8 @@ def decode_graph(doc: Any, where: str) -> GraphDoc:
         at = f"{where} node #{i}"
         if not isinstance(entry, dict):
             raise FormatError(f"{at}: expected a JSON object")
-        node_codec = _CODECS.get(entry.get("kind"))
+        kind = entry.get("kind")
+        node_codec = _CODECS.get(kind) if isinstance(kind, str) else None
         if node_codec is None:
             raise FormatError(f"{at}: unknown node kind {entry.get('kind')!r:.40}; known: {sorted(_CODECS)}")
         for key in ("op", "inputs", "outputs"):

@@ -36,6 +36,7 @@ _V1, _V2, _V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
 _TYPE_FLAGS = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32", 5: "int8", 6: "int64",
                7: "bool", 8: "int16", 9: "uint16", 10: "uint32", 11: "uint64", 12: "bfloat16"}
 _MAX_NDIM = 32
+_MAX_ELEMENTS = 2 ** 48
 _STATE_ALIASES = {"running_mean": ("running_mean", "moving_mean"), "running_var": ("running_var", "moving_var")}
 
 
@@ -73,8 +74,8 @@ def _read_shape(reader: _Reader, dim_format: str, ndim: int | None = None) -> tu
     if not 0 <= ndim <= _MAX_NDIM:
         raise FormatError(f"{reader.where}: array rank {ndim} is out of range (0..{_MAX_NDIM})")
     dims = reader.unpack(f"<{ndim}{dim_format}", "shape")
-    if any(d < 0 for d in dims):
-        raise FormatError(f"{reader.where}: negative dimension in shape {dims}")
+    if any(d < 0 for d in dims) or math.prod(max(d, 1) for d in dims) > _MAX_ELEMENTS:
+        raise FormatError(f"{reader.where}: invalid shape {dims}")
     return tuple(int(d) for d in dims)
 
 

@@ -399,6 +399,9 @@ def _parse_nodes(doc: dict, where: str) -> tuple[list[_Node], list[tuple[int, in
     if unknown:
         raise FormatError(f"{where}: unsupported MXNet operator(s): {', '.join(unknown[:20])}. Supported: "
                           f"{sorted(CONVERTERS)}")
+    variables = [node.name for node in nodes if node.op == "null"]
+    if len(set(variables)) != len(variables):
+        raise FormatError(f"{where}: two variables ('null' nodes) have the same name")
     heads = [entry_ref(item, len(nodes), f"{where} heads") for item in heads_json]
     return nodes, heads
 
