@@ -208,16 +208,21 @@ def test_fuzz_mxnet_symbol_structure(tmp_path, data):
         pass
 
 
-@FUZZ
-@given(data=st.data())
-def test_fuzz_checkpoint_manifest(tmp_path_factory, data):
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
     directory = tmp_path_factory.mktemp("ckpt")
-    hybrid.random.seed(0)  # the manifest records the random state: keep its length fixed
+    hybrid.random.seed(0)
     net = nn.Dense(2, in_units=2)
     net.initialize()
     save_checkpoint(directory, net, step=7, extra={"note": "x"})
     manifest = directory / "ckpt-00000007" / "checkpoint.json"
-    original = manifest.read_bytes()
+    return directory, net, manifest, manifest.read_bytes()
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_checkpoint_manifest(checkpoint, data):
+    directory, net, manifest, original = checkpoint
     manifest.write_bytes(mutate(original, data.draw(mutations(len(original)))))
     try:
         meta = load_checkpoint(directory, net)
