@@ -2,16 +2,20 @@
 
     import hybrid
     from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock, SymbolBlock
+    from hybrid import data, utils
 """
 from . import autograd, errors, graph, init, loss, nn, optimizer, random
+from . import lr_scheduler, metric
 from .block import Block, HybridBlock
 from . import export
 from .export import SymbolBlock
 from .inspect import Inspection, inspect
 from .parameter import Constant, Parameter
 from .trainer import Trainer
+from . import data, utils
 
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
-           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "export", "SymbolBlock"]
+           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
+           "export", "SymbolBlock"]
