@@ -11,6 +11,7 @@ large is allocated.
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import struct
@@ -19,6 +20,7 @@ import zipfile
 import zlib
 from typing import Any, Callable, Mapping
 
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["FormatError", "atomic_write", "fsync_directory", "save_arrays", "load_arrays", "read_limited",
@@ -30,6 +32,8 @@ MAX_FILE_BYTES = 1 << 40
 _MAX_DEFLATE_RATIO = 1100
 _MAX_MEMBERS = 1_000_000
 _NUMERIC_KINDS = "biufc"
+_DTYPES_KEY = "__dtypes__"
+_EXTENDED = {"bfloat16": np.uint16}  # dtype name -> the unsigned type of its bits
 
 #: Exceptions that malformed bytes can raise inside parsers; readers turn them into FormatError.
 PARSE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, struct.error, NotImplementedError, UnicodeDecodeError,
@@ -106,14 +110,25 @@ def read_limited(path: str | os.PathLike, what: str, max_bytes: int = MAX_FILE_B
 
 
 def save_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
-    """Write ``{name: array}`` as an ``.npz`` file, atomically. Raises TypeError for non-numeric arrays."""
-    host = {}
+    """Write ``{name: array}`` as an ``.npz`` file, atomically. Raises TypeError for non-numeric arrays.
+
+    ``bfloat16`` arrays (which ``.npy`` cannot name) are stored as ``uint16`` and listed in
+    a member ``__dtypes__`` (a JSON object as bytes) that the loader applies and removes.
+    """
+    host: dict[str, np.ndarray] = {}
+    extended: dict[str, str] = {}
     for name, value in arrays.items():
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"array names must be non-empty strings, got {name!r}")
-        host[name] = np.asarray(value)
-        if host[name].dtype.kind not in _NUMERIC_KINDS:
-            raise TypeError(f"array {name!r} has dtype {host[name].dtype}; only numeric arrays can be saved")
+        if not isinstance(name, str) or not name or name == _DTYPES_KEY:
+            raise TypeError(f"array names must be non-empty strings other than {_DTYPES_KEY!r}, got {name!r}")
+        array = np.asarray(value)
+        if array.dtype.name in _EXTENDED:
+            extended[name] = array.dtype.name
+            array = array.view(_EXTENDED[array.dtype.name])
+        if array.dtype.kind not in _NUMERIC_KINDS:
+            raise TypeError(f"array {name!r} has dtype {array.dtype}; only numeric arrays can be saved")
+        host[name] = array
+    if extended:
+        host[_DTYPES_KEY] = np.frombuffer(json.dumps(extended).encode(), np.uint8)
     atomic_write(path, lambda handle: np.savez(handle, **host))
 
 
@@ -143,11 +158,31 @@ def parse_npz(data: bytes, path: str = "<bytes>") -> dict[str, np.ndarray]:
                 if name in arrays:
                     raise FormatError(f"parameter file {path!r} holds array {name!r} twice")
                 arrays[name] = _read_member(archive, info, path)
-            return arrays
+            return _apply_dtypes(arrays, path)
     except FormatError:
         raise
     except PARSE_ERRORS as exc:
         raise FormatError(f"parameter file {path!r} is corrupted or truncated: {type(exc).__name__}: {exc}") from exc
+
+
+def _apply_dtypes(arrays: dict[str, np.ndarray], path: str) -> dict[str, np.ndarray]:
+    listing = arrays.pop(_DTYPES_KEY, None)
+    if listing is None:
+        return arrays
+    try:
+        dtypes = json.loads(listing.tobytes().decode("utf-8")) if listing.dtype == np.uint8 and listing.ndim == 1 \
+            and listing.size < (1 << 24) else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        dtypes = None
+    if not isinstance(dtypes, dict):
+        raise FormatError(f"parameter file {path!r}: invalid {_DTYPES_KEY} member")
+    for name, dtype in dtypes.items():
+        bits = _EXTENDED.get(dtype) if isinstance(dtype, str) else None
+        if bits is None or name not in arrays or arrays[name].dtype != bits:
+            raise FormatError(f"parameter file {path!r}: {_DTYPES_KEY} lists {name!r} as {dtype!r:.40}, which "
+                              "does not match the stored array")
+        arrays[name] = arrays[name].view(jnp.dtype(dtype))
+    return arrays
 
 
 def _check_tiling(data: bytes, infos: list, central_directory: int, path: str) -> None:

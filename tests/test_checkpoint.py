@@ -130,3 +130,19 @@ def test_retention_selection_and_argument_errors(tmp_path):
         save_checkpoint(tmp_path, net, step=-1)
     with pytest.raises(FileNotFoundError, match="no checkpoints"):
         load_checkpoint(tmp_path / "empty", net)
+
+
+def test_scheduled_learning_rate_resumes_from_the_update_count(tmp_path):
+    net = make_net(0)
+
+    def scheduled():
+        schedule = hybrid.lr_scheduler.FactorScheduler(step=2, factor=0.5)
+        return Trainer(net.collect_params(), "sgd", {"learning_rate": 0.8, "lr_scheduler": schedule})
+
+    trainer = scheduled()
+    train(net, trainer, range(5))
+    save_checkpoint(tmp_path, net, trainer, step=5)
+    resumed = scheduled()
+    load_checkpoint(tmp_path, net, resumed)
+    assert resumed.optimizer.num_update == 5
+    assert resumed.learning_rate == trainer.learning_rate < 0.8

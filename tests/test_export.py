@@ -163,6 +163,46 @@ def test_without_param_file_parameters_start_uninitialised(tmp_path):
     assert_close(fresh(np.ones((1, 3), np.float32)), net(np.ones((1, 3), np.float32)))
 
 
+def test_interrupted_export_leaves_previous_files_intact(tmp_path, monkeypatch):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    sym, params = exported(net, tmp_path, np.ones((1, 3), np.float32))
+    before = (open(sym, "rb").read(), open(params, "rb").read())
+    net.weight.set_data(np.zeros((2, 3), np.float32))
+
+    def crash(handle):
+        handle.write(b'{"format": "hybrid-sym')
+        raise OSError(28, "No space left on device")
+
+    real_write = hybrid.serialization.atomic_write
+    monkeypatch.setattr(hybrid.serialization, "atomic_write",
+                        lambda path, write: real_write(path, crash if path.endswith(".json") else write))
+    with pytest.raises(OSError, match="No space left"):
+        net.export(str(tmp_path / "net"))
+    monkeypatch.undo()
+    assert open(sym, "rb").read() == before[0]  # the symbol file is whole; no temporary file is left
+    assert sorted(os.listdir(tmp_path)) == ["net-0000.params", "net-symbol.json"]
+    assert SymbolBlock.imports(sym, None, params)(np.ones((1, 3), np.float32)).shape == (1, 2)
+
+
+def test_parameter_files_keep_bfloat16_and_verify_the_dtype_listing(tmp_path):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    net.cast("bfloat16")
+    path = str(tmp_path / "bf16.params")
+    net.save_parameters(path)
+    copy = nn.Dense(2, in_units=3, dtype="bfloat16")
+    copy.load_parameters(path)
+    assert copy.weight.data().dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(copy.weight.data(), np.float32), np.asarray(net.weight.data(), np.float32))
+    arrays = hybrid.serialization.load_arrays(path)
+    with open(path, "wb") as handle:
+        np.savez(handle, weight=arrays["weight"].view(np.uint16), bias=arrays["bias"].view(np.uint16),
+                 __dtypes__=np.frombuffer(b'{"weight": "bfloat16", "bias": "object"}', np.uint8))
+    with pytest.raises(FormatError, match=r"lists 'bias' as 'object'"):
+        copy.load_parameters(path)
+
+
 def test_export_errors_explain_what_to_do(tmp_path):
     net = nn.Dense(2, in_units=3)
     net.initialize()

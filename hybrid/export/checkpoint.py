@@ -3,7 +3,8 @@
 Layout::
 
     directory/ckpt-00000120/params.npz        net.save_parameters
-                           /trainer.states    trainer.save_states (when a trainer is given)
+                           /trainer.states    trainer.save_states (when a trainer is given): optimizer
+                                              states and update count (which drives lr schedulers)
                            /checkpoint.json   manifest: step, epoch, random state, learning rate, extra,
                                               and the size and SHA-256 of each file; sealed with its checksum
 
@@ -39,6 +40,14 @@ def _non_negative_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"save_checkpoint: {name} must be a non-negative integer, got {value!r}")
     return value
+
+
+def _fixed_learning_rate(trainer: Any) -> float | None:
+    """The learning rate to save: None without a trainer, or when a scheduler derives it from the
+    update count (restored with the trainer states)."""
+    if trainer is None or getattr(trainer.optimizer, "lr_scheduler", None) is not None:
+        return None
+    return float(trainer.learning_rate)
 
 
 def list_checkpoints(directory: str | os.PathLike) -> list[tuple[int, str]]:
@@ -87,7 +96,7 @@ def save_checkpoint(directory: str | os.PathLike, net: Any, trainer: Any = None,
             files[name] = {"bytes": len(data), "sha256": sha256_hex(data)}
         manifest = {"format": FORMAT, "version": VERSION, "step": step, "epoch": epoch,
                     "random_state": list(_random.get_state()),
-                    "learning_rate": float(trainer.learning_rate) if trainer is not None else None,
+                    "learning_rate": _fixed_learning_rate(trainer),
                     "extra": extra, "files": files}
         write_json(os.path.join(tmp, MANIFEST), manifest)
         fsync_directory(tmp)
@@ -160,7 +169,7 @@ def load_checkpoint(directory: str | os.PathLike, net: Any = None, trainer: Any 
         if "trainer.states" not in manifest["files"]:
             raise ValueError(f"load_checkpoint: {path!r} was saved without trainer states")
         trainer.load_states(os.path.join(path, "trainer.states"))
-        if manifest["learning_rate"] is not None:
+        if manifest["learning_rate"] is not None and _fixed_learning_rate(trainer) is not None:
             trainer.set_learning_rate(manifest["learning_rate"])
     if net is not None:
         net.load_parameters(os.path.join(path, "params.npz"))

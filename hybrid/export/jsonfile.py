@@ -16,7 +16,7 @@ from typing import Any
 
 from ..serialization import FormatError, MAX_FILE_BYTES, atomic_write, read_limited
 
-__all__ = ["MAX_DEPTH", "dumps", "loads", "seal", "verify_seal", "write_json", "read_json", "sha256_hex"]
+__all__ = ["MAX_DEPTH", "dumps", "encode", "loads", "seal", "verify_seal", "write_json", "read_json", "sha256_hex"]
 
 MAX_DEPTH = 64
 _SPECIAL = re.compile(r'[\[\]{}"\\]')
@@ -115,10 +115,15 @@ def loads(data: bytes, where: str) -> Any:
         raise FormatError(f"{where}: not valid JSON ({exc})") from None
 
 
+def encode(doc: dict, sealed: bool = True) -> bytes:
+    """The file content for ``doc``: :func:`dumps` text, with a checksum when ``sealed``."""
+    return (dumps(seal(doc) if sealed else doc) + "\n").encode()
+
+
 def write_json(path: str | os.PathLike, doc: dict, sealed: bool = True) -> None:
     """Write ``doc`` atomically, with a checksum when ``sealed``."""
-    text = dumps(seal(doc) if sealed else doc) + "\n"
-    atomic_write(path, lambda handle: handle.write(text.encode()))
+    data = encode(doc, sealed)
+    atomic_write(path, lambda handle: handle.write(data))
 
 
 def read_json(path: str | os.PathLike, what: str, sealed: bool = True, max_bytes: int = MAX_FILE_BYTES) -> Any:

@@ -29,7 +29,7 @@ from . import codec
 from .errors import ExportError, FormatError
 from .graph_json import GraphDoc, decode_graph, encode_graph
 from .inline import inline_calls
-from .jsonfile import read_json, verify_seal, write_json
+from .jsonfile import encode, read_json, verify_seal
 
 __all__ = ["FORMAT", "VERSION", "ParamSpec", "Signature", "SymbolFile", "export_block", "read_symbol_file",
            "decode_symbol", "RNG_INPUTS"]
@@ -154,8 +154,9 @@ def export_block(block: Any, path: str, epoch: int = 0) -> tuple[str, str]:
     doc = {"format": FORMAT, "version": VERSION, "producer": _producer(),
            "params": [_encode_param(spec) for spec in specs], "data": data_names, "signatures": signatures}
     symbol_file, param_file = f"{path}-symbol.json", f"{path}-{epoch:04d}.params"
+    data = encode(doc)  # everything that can fail is done before the first file is replaced
     serialization.save_arrays(param_file, {name: np.asarray(param.data()) for name, param in params.items()})
-    write_json(symbol_file, doc)
+    serialization.atomic_write(symbol_file, lambda handle: handle.write(data))
     return symbol_file, param_file
 
 
