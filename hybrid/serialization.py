@@ -23,22 +23,20 @@ from typing import Any, Callable, Mapping
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["FormatError", "atomic_write", "fsync_directory", "save_arrays", "load_arrays", "read_limited",
-           "PARSE_ERRORS", "MAX_FILE_BYTES"]
+__all__ = ["FormatError", "atomic_write", "fsync_directory", "save_arrays", "load_arrays", "parse_npz",
+           "read_limited", "MAX_FILE_BYTES"]
 
 #: Files larger than this are refused by the readers (override per call where offered).
 MAX_FILE_BYTES = 1 << 40
 #: Deflate cannot expand data by more than about 1032x; a member claiming more is forged.
 _MAX_DEFLATE_RATIO = 1100
-_MAX_MEMBERS = 1_000_000
 _NUMERIC_KINDS = "biufc"
 _DTYPES_KEY = "__dtypes__"
 _EXTENDED = {"bfloat16": np.uint16}  # dtype name -> the unsigned type of its bits
 
-#: Exceptions that malformed bytes can raise inside parsers; readers turn them into FormatError.
-PARSE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, struct.error, NotImplementedError, UnicodeDecodeError,
-                OverflowError, ValueError, KeyError, IndexError, TypeError, SyntaxError, RecursionError,
-                MemoryError, OSError)
+#: Exceptions that malformed bytes can raise inside zipfile and numpy's header parser.
+_PARSE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, struct.error, NotImplementedError, UnicodeDecodeError,
+                 OverflowError, ValueError, KeyError, IndexError, TypeError, SyntaxError, RecursionError, OSError)
 
 
 class FormatError(ValueError):
@@ -149,8 +147,6 @@ def parse_npz(data: bytes, path: str = "<bytes>") -> dict[str, np.ndarray]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
-            if len(infos) > _MAX_MEMBERS:
-                raise FormatError(f"parameter file {path!r} has {len(infos)} members")
             _check_tiling(data, infos, archive.start_dir, path)
             arrays: dict[str, np.ndarray] = {}
             for info in infos:
@@ -161,7 +157,7 @@ def parse_npz(data: bytes, path: str = "<bytes>") -> dict[str, np.ndarray]:
             return _apply_dtypes(arrays, path)
     except FormatError:
         raise
-    except PARSE_ERRORS as exc:
+    except _PARSE_ERRORS as exc:
         raise FormatError(f"parameter file {path!r} is corrupted or truncated: {type(exc).__name__}: {exc}") from exc
 
 
@@ -169,11 +165,12 @@ def _apply_dtypes(arrays: dict[str, np.ndarray], path: str) -> dict[str, np.ndar
     listing = arrays.pop(_DTYPES_KEY, None)
     if listing is None:
         return arrays
-    try:
-        dtypes = json.loads(listing.tobytes().decode("utf-8")) if listing.dtype == np.uint8 and listing.ndim == 1 \
-            and listing.size < (1 << 24) else None
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        dtypes = None
+    dtypes = None
+    if listing.dtype == np.uint8 and listing.ndim == 1:
+        try:
+            dtypes = json.loads(listing.tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            pass
     if not isinstance(dtypes, dict):
         raise FormatError(f"parameter file {path!r}: invalid {_DTYPES_KEY} member")
     for name, dtype in dtypes.items():

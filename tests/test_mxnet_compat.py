@@ -5,7 +5,6 @@ import struct
 import numpy as np
 import pytest
 
-import hybrid
 from hybrid import SymbolBlock, autograd, nn
 from hybrid.export import FormatError, parse_mxnet_params
 

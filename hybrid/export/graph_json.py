@@ -239,7 +239,7 @@ def decode_graph(doc: Any, where: str) -> GraphDoc:
         kind = entry.get("kind")
         node_codec = _CODECS.get(kind) if isinstance(kind, str) else None
         if node_codec is None:
-            raise FormatError(f"{at}: unknown node kind {entry.get('kind')!r:.40}; known: {sorted(_CODECS)}")
+            raise FormatError(f"{at}: unknown node kind {kind!r:.40}; known: {sorted(_CODECS)}")
         for key in ("op", "inputs", "outputs"):
             if key not in entry:
                 raise FormatError(f"{at}: missing {key!r}")
@@ -252,8 +252,8 @@ def decode_graph(doc: Any, where: str) -> GraphDoc:
             raise FormatError(f"{at}: 'scope' must be a string")
         node_inputs = [read(name, at) for name in entry["inputs"]]
         typed = [_decode_typed(out, f"{at} output #{j}") for j, out in enumerate(entry["outputs"])]
-        extra = {k: v for k, v in entry.items() if k not in ("kind", "op", "inputs", "outputs", "scope")}
-        node = node_codec.decode({**extra, "op": entry["op"]}, node_inputs, [(s, d) for _, s, d in typed], at)
+        fields = {k: v for k, v in entry.items() if k not in ("kind", "inputs", "outputs", "scope")}
+        node = node_codec.decode(fields, node_inputs, [(s, d) for _, s, d in typed], at)
         node.scope = scope
         for (name, _, _), value in zip(typed, node.outputs):
             define(name, value, at)

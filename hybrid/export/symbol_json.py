@@ -107,11 +107,6 @@ def _describe(block: Any):
     return describe
 
 
-def _param_spec(name: str, param: Any) -> ParamSpec:
-    return ParamSpec(name, tuple(param.shape), param.dtype, param.grad_req, param.differentiable,
-                     param.lr_mult, param.wd_mult)
-
-
 def export_block(block: Any, path: str, epoch: int = 0) -> tuple[str, str]:
     """Write ``path-symbol.json`` and ``path-EEEE.params`` for a hybridized, called block.
 
@@ -150,9 +145,9 @@ def export_block(block: Any, path: str, epoch: int = 0) -> tuple[str, str]:
             raise ExportError("the block was called with different numbers of inputs; export one signature")
         data_names = names
         signatures.append({"inputs": inputs, "graphs": graphs})
-    specs = [_param_spec(name, param) for name, param in params.items()]
     doc = {"format": FORMAT, "version": VERSION, "producer": _producer(),
-           "params": [_encode_param(spec) for spec in specs], "data": data_names, "signatures": signatures}
+           "params": [_encode_param(name, param) for name, param in params.items()], "data": data_names,
+           "signatures": signatures}
     symbol_file, param_file = f"{path}-symbol.json", f"{path}-{epoch:04d}.params"
     data = encode(doc)  # everything that can fail is done before the first file is replaced
     serialization.save_arrays(param_file, {name: np.asarray(param.data()) for name, param in params.items()})
@@ -165,10 +160,10 @@ def _producer() -> str:
     return f"hybrid {__version__} (jax {jax.__version__})"
 
 
-def _encode_param(spec: ParamSpec) -> dict:
-    return {"name": spec.name, "shape": list(spec.shape), "dtype": codec.dtype_name(spec.dtype),
-            "grad_req": spec.grad_req, "differentiable": spec.differentiable, "lr_mult": spec.lr_mult,
-            "wd_mult": spec.wd_mult}
+def _encode_param(name: str, param: Any) -> dict:
+    return {"name": name, "shape": list(param.shape), "dtype": codec.dtype_name(param.dtype),
+            "grad_req": param.grad_req, "differentiable": param.differentiable, "lr_mult": param.lr_mult,
+            "wd_mult": param.wd_mult}
 
 
 # -- reading --------------------------------------------------------------------------------------
