@@ -41,8 +41,8 @@ _TAGS = ("float", "list", "dtype", "enum", "struct", "prng_impl")
 
 @functools.lru_cache(maxsize=None)
 def _key_dtypes() -> dict[str, Any]:
-    return {str(jax.eval_shape(lambda: jax.random.key(0, impl=impl)).dtype): jax.eval_shape(
-        lambda: jax.random.key(0, impl=impl)).dtype for impl in _KEY_IMPLS}
+    dtypes = [jax.eval_shape(lambda: jax.random.key(0, impl=impl)).dtype for impl in _KEY_IMPLS]
+    return {str(dtype): dtype for dtype in dtypes}
 
 
 @functools.lru_cache(maxsize=None)
