@@ -8,8 +8,9 @@ from .block import Block, HybridBlock
 from .inspect import Inspection, inspect
 from .parameter import Constant, Parameter
 from .trainer import Trainer
+from . import rnn
 
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
-           "Parameter", "Constant", "Trainer", "inspect", "Inspection"]
+           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "rnn"]

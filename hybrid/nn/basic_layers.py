@@ -17,7 +17,8 @@ from ..parameter import Parameter
 from .activations import Activation
 
 __all__ = ["Sequential", "HybridSequential", "Dense", "Dropout", "BatchNorm", "LayerNorm", "Embedding",
-           "Flatten", "Lambda", "HybridLambda"]
+           "Flatten", "Lambda", "HybridLambda", "Identity", "Concatenate", "HybridConcatenate", "PixelShuffle1D",
+           "PixelShuffle2D", "PixelShuffle3D"]
 
 
 def check_positive_int(layer: str, name: str, value: Any) -> int:
@@ -326,3 +327,97 @@ class HybridLambda(HybridBlock):
 
     def __repr__(self) -> str:
         return f"HybridLambda({getattr(self._func, '__name__', self._func)})"
+
+
+class Identity(HybridBlock):
+    """Returns its input unchanged (a placeholder, e.g. for a skipped branch)."""
+
+    def forward(self, x):
+        return x
+
+    def __repr__(self) -> str:
+        return "Identity()"
+
+
+class _ConcatenateMixin:
+    """Runs every child on the same input and concatenates their outputs along ``axis``."""
+
+    def __init__(self, axis: int = -1):
+        super().__init__()
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+            raise ValueError(f"{type(self).__name__}: axis must be an int, got {axis!r}")
+        self._axis = int(axis)
+
+    def forward(self, x):
+        if not self._children:
+            raise ValueError(f"{type(self).__name__} has no children; add blocks with .add()")
+        outputs = [block(x) for block in self._children.values()]
+        try:
+            return jnp.concatenate(outputs, axis=self._axis)
+        except (TypeError, ValueError) as exc:
+            raise ShapeError(f"cannot concatenate the outputs of the children, of shapes "
+                             f"{[tuple(o.shape) for o in outputs]}, along axis {self._axis}") from exc
+
+    def __getitem__(self, key: int | slice) -> Any:
+        if isinstance(key, slice):
+            net = type(self)(self._axis)
+            net.add(*list(self._children.values())[key])
+            return net
+        return super().__getitem__(key)
+
+
+class Concatenate(_ConcatenateMixin, Sequential):
+    """A container (plain Block) whose children all run on the same input; their outputs are
+    concatenated along ``axis`` (default -1). Children are added with ``add()``. Raises ShapeError
+    when the outputs do not match on the other axes."""
+
+
+class HybridConcatenate(_ConcatenateMixin, HybridSequential):
+    """Concatenate for HybridBlock children, so the whole branch can be hybridized."""
+
+
+class _PixelShuffle(HybridBlock):
+    """Move ``prod(factor)`` channel blocks into the spatial axes: ``(N, C*f1*...*fd, X1, ..., Xd)`` ->
+    ``(N, C, X1*f1, ..., Xd*fd)``; input channel ``c*f1*...*fd + offset`` lands at that spatial offset."""
+
+    _ndim = 2
+
+    def __init__(self, factor: Any):
+        super().__init__()
+        name, nd = type(self).__name__, self._ndim
+        factors = (factor,) * nd if isinstance(factor, (int, np.integer)) else tuple(factor)
+        if len(factors) != nd or any(isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < 1
+                                     for f in factors):
+            raise ValueError(f"{name}: factor must be a positive int or a tuple of {nd} positive ints, "
+                             f"got {factor!r}")
+        self._factors = tuple(int(f) for f in factors)
+
+    def forward(self, x):
+        nd, factors = self._ndim, self._factors
+        block = math.prod(factors)
+        if x.ndim != nd + 2 or x.shape[1] % block:
+            raise ShapeError(f"expected a {nd + 2}-D input (N, C, ...) whose channels are divisible by "
+                             f"{block} (factor {factors}), got shape {x.shape}")
+        n, c, spatial = x.shape[0], x.shape[1] // block, x.shape[2:]
+        y = x.reshape((n, c) + factors + spatial)
+        # (N, C, f1..fd, X1..Xd) -> (N, C, X1, f1, ..., Xd, fd)
+        order = [0, 1] + [i for d in range(nd) for i in (2 + nd + d, 2 + d)]
+        return y.transpose(order).reshape((n, c) + tuple(s * f for s, f in zip(spatial, factors)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._factors})"
+
+
+class PixelShuffle1D(_PixelShuffle):
+    """Pixel shuffle over ``(N, C*f, W)`` -> ``(N, C, W*f)``."""
+    _ndim = 1
+
+
+class PixelShuffle2D(_PixelShuffle):
+    """Pixel shuffle (Shi et al., 2016) over ``(N, C*f1*f2, H, W)`` -> ``(N, C, H*f1, W*f2)``."""
+    _ndim = 2
+
+
+class PixelShuffle3D(_PixelShuffle):
+    """Pixel shuffle over ``(N, C*f1*f2*f3, D, H, W)`` -> ``(N, C, D*f1, H*f2, W*f3)``."""
+    _ndim = 3
