@@ -127,13 +127,12 @@ class Trainer:
         program = self._programs.get(key)
         if program is None:
             def update(weights, grads, states, lr, rescale):
-                new_weights, new_states = [], []
-                for w, g, s, lm, wm in zip(weights, grads, states, lr_mults, wd_mults):
-                    g = opt.preprocess(g, rescale)
-                    w2, s2 = opt.update_rule(w, g, s, (lr * lm).astype(w.dtype), jnp.asarray(opt.wd * wm, w.dtype))
-                    new_weights.append(w2.astype(w.dtype))
-                    new_states.append(tuple(s2))
-                return new_weights, new_states
+                grads = [opt.preprocess(g, rescale) for g in grads]
+                lrs = [(lr * lm).astype(w.dtype) for w, lm in zip(weights, lr_mults)]
+                wds = [jnp.asarray(opt.wd * wm, w.dtype) for w, wm in zip(weights, wd_mults)]
+                new_weights, new_states = opt.update_all(weights, grads, states, lrs, wds)
+                return ([w2.astype(w.dtype) for w, w2 in zip(weights, new_weights)],
+                        [tuple(s) for s in new_states])
 
             program = self._programs[key] = jax.jit(update, donate_argnums=(0, 2))
         return program

@@ -59,7 +59,7 @@ def test_graph_has_big_ops_and_primitives(rng):
     net = Residual()
     net.initialize()
     x = rng.standard_normal((4, 5)).astype(np.float32)
-    graph = hybrid.inspect(net, x).after
+    graph = hybrid.inspect(net, x).before
     counts = graph.op_counts()
     assert counts["dense"] == 1
     assert counts["tanh"] == 1 and counts["sin"] == 1 and counts["reduce_sum"] == 1

@@ -262,6 +262,93 @@ def attention(query, key, value, mask=None, *, scale: float | None = None, causa
     return call("attention", query, key, value, mask, scale=float(scale), causal=bool(causal))
 
 
+# -- selection and fused losses --------------------------------------------------------
+@register("pick", "injective")
+def _pick(data, index, *, axis):
+    index = jnp.expand_dims(index.astype(jnp.int32), axis)
+    return jnp.squeeze(jnp.take_along_axis(data, index, axis=axis, mode="clip"), axis)
+
+
+def pick(data, index, axis: int = -1):
+    """``data`` at integer ``index`` along ``axis`` (index has data's shape without ``axis``; clipped)."""
+    return call("pick", data, index, axis=axis % data.ndim)
+
+
+@register("softmax_cross_entropy", "reduce")
+def _softmax_cross_entropy(logits, index, *, axis):
+    shifted = logits - lax.stop_gradient(jnp.max(logits, axis=axis, keepdims=True))
+    log_norm = jnp.log(jnp.sum(jnp.exp(shifted), axis=axis))
+    return log_norm - _pick(shifted, index, axis=axis)
+
+
+def softmax_cross_entropy(logits, index, axis: int = -1):
+    """``-log_softmax(logits)[index]`` along ``axis`` without materialising the log-probabilities."""
+    return call("softmax_cross_entropy", logits, index, axis=axis % logits.ndim)
+
+
+# -- ops created by graph passes ------------------------------------------------------------
+@register("batch_norm_fold", "opaque")
+def _batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps, out_axis):
+    scale = gamma.astype(jnp.float32) * lax.rsqrt(var.astype(jnp.float32) + eps)
+    shape = [1] * weight.ndim
+    shape[out_axis] = -1
+    new_weight = (weight.astype(jnp.float32) * scale.reshape(shape)).astype(weight.dtype)
+    shift = -mean.astype(jnp.float32) if bias is None else bias.astype(jnp.float32) - mean.astype(jnp.float32)
+    new_bias = (shift * scale + beta.astype(jnp.float32)).astype(weight.dtype)
+    return new_weight, new_bias
+
+
+def batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps: float, out_axis: int = 0):
+    """Weight and bias of a conv/dense whose output is batch-normalised with running statistics:
+    ``w * s`` (along the output-channel axis ``out_axis``) and ``(b - mean) * s + beta`` with
+    ``s = gamma / sqrt(var + eps)``."""
+    return call("batch_norm_fold", weight, gamma, beta, mean, var, bias, eps=eps, out_axis=out_axis)
+
+
+@register("dense_group", "out_elementwise_fusable")
+def _dense_group(x, *weights_and_biases, units, has_bias, flatten):
+    weights, biases, i = [], [], 0
+    for n, bias in zip(units, has_bias):
+        weights.append(weights_and_biases[i])
+        biases.append(weights_and_biases[i + 1] if bias else jnp.zeros((n,), weights_and_biases[i].dtype))
+        i += 2 if bias else 1
+    y = _dense(x, jnp.concatenate(weights, axis=0), jnp.concatenate(biases) if any(has_bias) else None,
+               flatten=flatten)
+    splits = np.cumsum(units)[:-1].tolist()
+    return tuple(jnp.split(y, splits, axis=-1))
+
+
+def dense_group(x, weights: Sequence, biases: Sequence, flatten: bool = True):
+    """Several ``dense`` layers on the same input computed as one matmul; returns one output each.
+
+    ``biases`` holds an array or None per weight."""
+    args = []
+    for w, b in zip(weights, biases):
+        args.append(w)
+        if b is not None:
+            args.append(b)
+    return call("dense_group", x, *args, units=tuple(int(w.shape[0]) for w in weights),
+                has_bias=tuple(b is not None for b in biases), flatten=flatten)
+
+
+@register("attention_general", "opaque")
+def _attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch, scale):
+    q, k, v = jnp.transpose(q, q_perm), jnp.transpose(k, k_perm), jnp.transpose(v, v_perm)
+    batch = q.shape[:n_batch]
+    size = int(np.prod(batch, dtype=np.int64))
+    q4, k4, v4 = (a.reshape((size, a.shape[-2], 1, a.shape[-1])) for a in (q, k, v))
+    out = jax.nn.dot_product_attention(q4, k4, v4, scale=scale)
+    out = out.reshape(batch + (q.shape[-2], v.shape[-1]))
+    return out if tuple(out_perm) == tuple(range(out.ndim)) else jnp.transpose(out, out_perm)
+
+
+def attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch: int, scale: float):
+    """Attention on operands in any layout: each is transposed by its ``*_perm`` to
+    ``(batch..., length, head_dim)``; the result ``(batch..., T, head_dim)`` is transposed by ``out_perm``."""
+    return call("attention_general", q, k, v, q_perm=tuple(q_perm), k_perm=tuple(k_perm), v_perm=tuple(v_perm),
+                out_perm=tuple(out_perm), n_batch=n_batch, scale=float(scale))
+
+
 # -- transposed convolution ---------------------------------------------------------
 @register("conv_transpose", "out_elementwise_fusable")
 def _conv_transpose(x, weight, bias=None, *, strides, padding, output_padding, dilation, groups, layout):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import jax
+import numpy as np
 from jax.extend import core as jcore
 
 from . import ops
@@ -56,6 +57,8 @@ class _Builder:
 
     def const(self, array: Any, aval: Any) -> Value:
         value = Value(aval.shape, aval.dtype)
+        if not aval.shape and not isinstance(array, jax.Array):
+            array = np.asarray(array, dtype=aval.dtype)  # literals: cheap to inspect in passes
         self.consts[value] = array
         return value
 

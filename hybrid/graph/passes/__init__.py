@@ -17,4 +17,4 @@ def register_pass(name: str) -> Callable[[PassFn], PassFn]:
     return deco
 
 
-from . import dce  # noqa: E402,F401  (registers itself)
+from . import attention, bn_fold, cse, dce, fold, fuse, horizontal, recognize, simplify, softmax_ce  # noqa: E402,F401

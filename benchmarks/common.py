@@ -1,0 +1,45 @@
+"""Timing helpers shared by the benchmark scripts: interleaved runs and medians."""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import jax
+
+
+def block(tree) -> None:
+    """Wait for every array in ``tree``."""
+    jax.block_until_ready(tree)
+
+
+def interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int = 30, warmup: int = 3,
+                        inner: int = 1) -> dict[str, float]:
+    """Median seconds per call of each function, measured round-robin so that load changes on a
+    shared machine hit every variant alike. ``inner`` calls are timed together per sample."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            block(fn())
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                out = fn()
+            block(out)
+            samples[name].append((time.perf_counter() - start) / inner)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
+    """A plain-text table; ``columns`` are (key, header) pairs; floats get 3 significant decimals."""
+    def fmt(value):
+        if isinstance(value, float):
+            return f"{value:.3f}" if abs(value) < 1000 else f"{value:.0f}"
+        return str(value)
+    cells = [[fmt(row.get(key, "")) for key, _ in columns] for row in rows]
+    widths = [max(len(header), *(len(c[i]) for c in cells)) for i, (_, header) in enumerate(columns)]
+    lines = ["  ".join(h.ljust(w) for (_, h), w in zip(columns, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)

@@ -1,0 +1,212 @@
+"""DataLoader: batches of a Dataset, made in the main process or in parallel workers."""
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import os
+import pickle
+from concurrent import futures
+from typing import Any, Callable, Iterator
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import random as _random
+from . import _worker
+from .batchify import default_batchify_fn
+from .sampler import BatchSampler, RandomSampler, SequentialSampler, check_count
+
+__all__ = ["DataLoader"]
+
+_WORKER_MODULE = _worker.__name__
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _process_context() -> multiprocessing.context.BaseContext:
+    """'forkserver' with the worker module preloaded (else 'spawn').
+
+    Workers fork from Python's fork server, a fresh interpreter that imports
+    hybrid once and never starts JAX, so starting a worker takes milliseconds.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    from multiprocessing import forkserver
+    preload = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
+    if _WORKER_MODULE not in preload:
+        forkserver.set_forkserver_preload(preload + [_WORKER_MODULE])
+    # The server does not inherit sys.path (Python <= 3.11 ignores it): put this hybrid first on its
+    # PYTHONPATH so that it preloads the same package as ours. A no-op once the server runs.
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT] + ([previous] if previous else []))
+    try:
+        forkserver.ensure_running()
+    finally:
+        if previous is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = previous
+    return multiprocessing.get_context("forkserver")
+
+
+def _to_jax(batch: Any) -> Any:
+    """Numeric NumPy arrays in ``batch`` (nested in tuples, lists, dicts) become JAX arrays."""
+    if isinstance(batch, np.ndarray):
+        return jnp.asarray(batch) if batch.dtype.kind in "biufc" else batch
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_jax(b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_jax(v) for k, v in batch.items()}
+    return batch
+
+
+class DataLoader:
+    """Iterates over ``dataset`` in mini-batches of JAX arrays.
+
+    Args:
+        dataset: anything with ``__len__`` and ``__getitem__`` (e.g. a ``Dataset``).
+        batch_size: samples per batch; required unless ``batch_sampler`` is given.
+        shuffle: draw a new order every epoch from ``hybrid.random`` (excludes ``sampler``).
+        sampler: yields sample indices (excludes ``shuffle``).
+        last_batch: ``'keep'`` (default), ``'discard'`` or ``'rollover'`` the final
+            incomplete batch, as in ``BatchSampler``.
+        batch_sampler: yields lists of indices; excludes ``batch_size``, ``shuffle``,
+            ``sampler`` and ``last_batch``.
+        batchify_fn: list of samples -> batch of NumPy arrays (default
+            ``batchify.default_batchify_fn``).
+        num_workers: 0 makes batches in the calling thread; ``n > 0`` makes them in
+            ``n`` worker processes (or threads with ``thread_pool=True``).
+        pin_memory, pin_device_id: accepted for Gluon compatibility; no effect.
+        prefetch: batches made ahead while the caller holds one (default
+            ``2 * num_workers``); only used with workers.
+        thread_pool: use threads instead of processes.
+        timeout: seconds to wait for a worker's batch before raising TimeoutError.
+
+    Batches are yielded in sampler order. Numeric NumPy arrays in a batch become
+    JAX arrays on the default device (int64/float64 become int32/float32 unless
+    ``jax_enable_x64`` is set); other leaves are passed through. Worker processes
+    receive the dataset and batchify_fn by pickle when the first iteration starts
+    and keep them for the loader's lifetime; an error in a worker is raised again
+    here with its original type and message.
+
+    Raises ValueError for conflicting or invalid arguments, TypeError when the
+    dataset or batchify_fn cannot be pickled for worker processes.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int | None = None, shuffle: bool = False, sampler: Any = None,
+                 last_batch: str | None = None, batch_sampler: Any = None, batchify_fn: Callable | None = None,
+                 num_workers: int = 0, pin_memory: bool = False, pin_device_id: int = 0,
+                 prefetch: int | None = None, thread_pool: bool = False, timeout: float = 120):
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+            raise TypeError(f"DataLoader: dataset must support len() and indexing, got {type(dataset).__name__}")
+        self._dataset = dataset
+        if batch_sampler is None:
+            if batch_size is None:
+                raise ValueError("DataLoader: batch_size must be given unless batch_sampler is given")
+            if sampler is None:
+                sampler = RandomSampler(len(dataset)) if shuffle else SequentialSampler(len(dataset))
+            elif shuffle:
+                raise ValueError("DataLoader: shuffle=True cannot be combined with a sampler; "
+                                 "pass RandomSampler(len(dataset)) as the sampler or drop shuffle")
+            batch_sampler = BatchSampler(sampler, batch_size, last_batch or "keep")
+        else:
+            given = [name for name, value in (("batch_size", batch_size), ("shuffle", shuffle or None),
+                                              ("sampler", sampler), ("last_batch", last_batch))
+                     if value is not None]
+            if given:
+                raise ValueError(f"DataLoader: {', '.join(given)} must not be given together with "
+                                 "batch_sampler, which already decides the batches")
+        self._batch_sampler = batch_sampler
+        if batchify_fn is not None and not callable(batchify_fn):
+            raise TypeError(f"DataLoader: batchify_fn must be callable, got {type(batchify_fn).__name__}")
+        self._batchify_fn = batchify_fn or default_batchify_fn
+        self._num_workers = check_count("DataLoader", "num_workers", num_workers)
+        self._prefetch = 2 * self._num_workers if prefetch is None else check_count("DataLoader", "prefetch",
+                                                                                    prefetch)
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"DataLoader: timeout must be a positive number of seconds, got {timeout!r}")
+        self._timeout = float(timeout)
+        self._thread_pool = bool(thread_pool)
+        self._executor: futures.Executor | None = None
+
+    def __len__(self) -> int:
+        return len(self._batch_sampler)
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch_seed = int(_random.numpy_rng().integers(2 ** 63))
+        if self._num_workers == 0:
+            for k, indices in enumerate(self._batch_sampler):
+                yield _to_jax(_worker.make_batch(self._dataset, self._batchify_fn, indices, (epoch_seed, k)))
+        else:
+            yield from self._iter_workers(epoch_seed)
+
+    def _iter_workers(self, epoch_seed: int) -> Iterator[Any]:
+        submit = self._start_workers()
+        batches = enumerate(self._batch_sampler)
+        pending: collections.deque = collections.deque()
+        try:
+            while True:
+                while len(pending) <= self._prefetch:
+                    k, indices = next(batches, (None, None))
+                    if k is None:
+                        break
+                    pending.append((k, submit(indices, (epoch_seed, k))))
+                if not pending:
+                    return
+                k, future = pending.popleft()
+                yield _to_jax(self._result(k, future))
+        finally:
+            for _, future in pending:
+                future.cancel()
+
+    def _start_workers(self) -> Callable[[Any, tuple[int, int]], futures.Future]:
+        """Start the workers once; return ``submit(indices, seed) -> Future``."""
+        if self._executor is None:
+            if self._thread_pool:
+                self._executor = futures.ThreadPoolExecutor(self._num_workers, "DataLoader")
+            else:
+                self._executor = futures.ProcessPoolExecutor(
+                    self._num_workers, mp_context=_process_context(), initializer=_worker.init_process,
+                    initargs=(self._pickled_payload(),))
+        executor = self._executor
+        if self._thread_pool:
+            return lambda indices, seed: executor.submit(_worker.make_batch, self._dataset, self._batchify_fn,
+                                                         indices, seed)
+        return lambda indices, seed: executor.submit(_worker.make_batch_in_process, indices, seed)
+
+    def _pickled_payload(self) -> bytes:
+        try:
+            return pickle.dumps((self._dataset, self._batchify_fn), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise TypeError(
+                f"DataLoader: num_workers={self._num_workers} sends the dataset and batchify_fn to worker "
+                f"processes by pickling, and that failed: {type(exc).__name__}: {exc}. Use functions and classes "
+                "defined at module level (no lambdas or local functions), or pass thread_pool=True, "
+                "or num_workers=0") from exc
+
+    def _result(self, k: int, future: futures.Future) -> Any:
+        done, _ = futures.wait([future], timeout=self._timeout)
+        if not done:
+            raise TimeoutError(f"DataLoader: batch {k} was not ready after timeout={self._timeout:g} s; "
+                               "a worker may be stuck, or the batch needs a larger timeout")
+        try:
+            return future.result()
+        except futures.BrokenExecutor as exc:
+            self.close(wait=False)
+            raise RuntimeError(f"DataLoader: a worker process died while making batch {k} (killed, out of "
+                               "memory, or crashed in native code); the next iteration starts new workers") from exc
+        except Exception as exc:
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"(raised in a DataLoader worker while making batch {k})")
+            raise
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers (a later iteration starts new ones)."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait, cancel_futures=True)
+
+    def __del__(self) -> None:
+        try:
+            self.close(wait=False)
+        except Exception:
+            pass

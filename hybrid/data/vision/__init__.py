@@ -1,0 +1,5 @@
+"""Vision datasets and NumPy image transforms (mirrors ``gluon.data.vision``)."""
+from . import transforms
+from .datasets import CIFAR10, CIFAR100, MNIST, FashionMNIST
+
+__all__ = ["transforms", "MNIST", "FashionMNIST", "CIFAR10", "CIFAR100"]

@@ -1,0 +1,210 @@
+"""Elementwise fusion: chains of elementwise, broadcast and injective operations are grouped into
+``fused`` nodes, each lowered as one unit (a named sub-computation), by rules in the vocabulary of
+TVM's operator fusion:
+
+- elementwise/broadcast ops join their producer's group (a matmul/convolution *anchor* takes them as
+  its epilogue);
+- injective ops (reshape, transpose, slice, ...) join groups without an anchor;
+- a reduction joins a group of elementwise/injective ops and becomes its root; only elementwise ops may
+  follow it;
+- opaque ops (convolutions' inputs, control flow, random numbers, custom derivatives, ...) are never fused.
+
+A node joins its producer's group only when the producer's output has no other reader and every other
+input of the node is defined before the group starts, so groups never form cycles.
+"""
+from __future__ import annotations
+
+import itertools
+
+import jax
+
+from .. import ops
+from ..ir import Graph, Node, Value
+from ..lower import lower, register_kind
+from ..rewrite import use_counts
+from . import register_pass
+
+ELEMENTWISE = frozenset("""add sub mul div max min pow integer_pow exp exp2 log log1p expm1 tanh logistic sin cos tan
+neg abs sqrt rsqrt cbrt sign floor ceil round erf erfc erf_inv select_n convert_element_type eq ne lt le gt ge and or
+not xor is_finite nextafter rem atan2 square clamp stop_gradient asin acos atan sinh cosh asinh acosh atanh""".split())
+BROADCAST = frozenset({"broadcast_in_dim"})
+INJECTIVE = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "slice", "concatenate", "pad", "rev"})
+REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "reduce_and",
+                    "reduce_or"})
+_CALLS = ("pjit", "jit", "closed_call", "custom_jvp_call")
+
+
+def _jaxpr_is_elementwise(jaxpr) -> bool:
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in ELEMENTWISE:
+            continue
+        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+        if name in _CALLS and inner is not None and _jaxpr_is_elementwise(getattr(inner, "jaxpr", inner)):
+            continue
+        return False
+    return True
+
+
+def pattern(node: Node) -> str:
+    """The fusion pattern of a node: elementwise, broadcast, injective, reduce, out_elementwise_fusable, opaque."""
+    if node.effects or len(node.outputs) != 1:
+        return "opaque"
+    if node.kind == "op":
+        return ops.get(node.op).pattern if node.op != "dropout" else "opaque"
+    if node.kind != "prim":
+        return "opaque"
+    if node.op in ELEMENTWISE:
+        return "elementwise"
+    if node.op in BROADCAST:
+        return "broadcast"
+    if node.op in INJECTIVE:
+        return "injective"
+    if node.op in REDUCE:
+        return "reduce"
+    if node.op == "custom_jvp_call":
+        inner = node.attrs["call_jaxpr"]
+        return "elementwise" if _jaxpr_is_elementwise(getattr(inner, "jaxpr", inner)) else "opaque"
+    return "opaque"
+
+
+class _Group:
+    __slots__ = ("nodes", "start", "anchor", "reduced")
+
+    def __init__(self, node: Node, kind: str, start: int):
+        self.nodes = [node]
+        self.start = start
+        self.anchor = kind == "out_elementwise_fusable"
+        self.reduced = kind == "reduce"
+
+    def accepts(self, kind: str) -> bool:
+        if kind in ("elementwise", "broadcast"):
+            return True
+        if self.anchor or self.reduced:
+            return False
+        return kind in ("injective", "reduce")
+
+    def add(self, node: Node, kind: str) -> None:
+        self.nodes.append(node)
+        self.reduced = self.reduced or kind == "reduce"
+
+
+def plan_groups(graph: Graph) -> list[list[Node]]:
+    """Groups of two or more nodes to fuse, each in graph order."""
+    counts = use_counts(graph)
+    position = {node: i for i, node in enumerate(graph.nodes)}
+    group_of: dict[Node, _Group] = {}
+    groups: list[_Group] = []
+    for index, node in enumerate(graph.nodes):
+        kind = pattern(node)
+        if kind == "opaque":
+            continue
+        target = None
+        for value in node.inputs:
+            group = group_of.get(value.producer) if value.producer is not None else None
+            if group is None or counts.get(value, 0) != 1 or not group.accepts(kind):
+                continue
+            others = [v.producer for v in node.inputs if v.producer is not None and group_of.get(v.producer) is not group]
+            if all(position[p] < group.start for p in others):
+                target = group
+                break
+        if target is not None:
+            target.add(node, kind)
+        else:
+            target = _Group(node, kind, index)
+            groups.append(target)
+        group_of[node] = target
+    return [g.nodes for g in groups if len(g.nodes) > 1]
+
+
+_fused_ids = itertools.count()
+
+
+def build_fused(members: list[Node], consts: dict, live_outside: set[Value]) -> tuple[Node, list[Value]]:
+    """One ``fused`` node computing ``members`` (in order) with a standalone subgraph, and the
+    values of the old graph its outputs replace."""
+    inside = {v for node in members for v in node.outputs}
+    external: list[Value] = []
+    mapping: dict[Value, Value] = {}
+    sub_consts = {}
+    for node in members:
+        for value in node.inputs:
+            if value in inside or value in mapping:
+                continue
+            fresh = Value(value.shape, value.dtype, value.name)
+            mapping[value] = fresh
+            if value in consts:
+                sub_consts[fresh] = consts[value]
+            else:
+                external.append(value)
+    cloned = []
+    for node in members:
+        copy = node.with_inputs([mapping[v] for v in node.inputs])
+        mapping.update(zip(node.outputs, copy.outputs))
+        cloned.append(copy)
+    outputs = [v for node in members for v in node.outputs if v in live_outside]
+    sub_inputs = [mapping[v] for v in external]
+    subgraph = Graph(sub_inputs, [mapping[v] for v in outputs], cloned, sub_consts)
+    names = tuple(n.display_name() for n in members)
+    node = Node("fused", "fused", external, [(v.shape, v.dtype) for v in outputs],
+                {"name": "+".join(names), "_ops": names, "_subgraph": subgraph}, None, members[0].scope)
+    return node, outputs
+
+
+def _compile_group(subgraph: Graph):
+    """The group as one named, jitted sub-computation (built on first use)."""
+    run = lower(subgraph)
+
+    def fused(*args):
+        return run(*args)
+
+    fused.__name__ = f"fused_{next(_fused_ids)}"
+    return jax.jit(fused)
+
+
+@register_kind("fused")
+def _evaluate_fused(node: Node, args: list) -> list:
+    if node.impl is None:
+        node.impl = _compile_group(node.attrs["_subgraph"])
+    return list(node.impl(*args))
+
+
+@register_pass("fuse")
+def elementwise_fusion(graph: Graph) -> tuple[Graph, dict]:
+    groups = plan_groups(graph)
+    if not groups:
+        return graph, {"groups": 0, "nodes_fused": 0}
+    counts_outside: set[Value] = set(graph.outputs)
+    member_of = {node: i for i, group in enumerate(groups) for node in group}
+    for node in graph.nodes:
+        for value in node.inputs:
+            producer = value.producer
+            if producer in member_of and member_of.get(node) != member_of[producer]:
+                counts_outside.add(value)
+    nodes: list[Node] = []
+    subst: dict[Value, Value] = {}
+    emitted: set[int] = set()
+    for node in graph.nodes:
+        g = member_of.get(node)
+        if g is None:
+            inputs = [subst.get(v, v) for v in node.inputs]
+            if any(a is not b for a, b in zip(inputs, node.inputs)):
+                copy = node.with_inputs(inputs)
+                subst.update(zip(node.outputs, copy.outputs))
+                node = copy
+            nodes.append(node)
+            continue
+        if g in emitted:
+            continue
+        members = groups[g]
+        fused, replaced = build_fused(members, graph.consts, counts_outside)
+        fused.inputs = [subst.get(v, v) for v in fused.inputs]
+        subst.update(zip(replaced, fused.outputs))
+        nodes.append(fused)
+        emitted.add(g)
+    outputs = [subst.get(v, v) for v in graph.outputs]
+    used = {v for n in nodes for v in n.inputs} | set(outputs)
+    consts = {v: a for v, a in graph.consts.items() if v in used}
+    fused_nodes = sum(len(g) for g in groups)
+    return Graph(graph.inputs, outputs, nodes, consts), {
+        "groups": len(groups), "nodes_fused": fused_nodes, "nodes_removed": fused_nodes - len(groups)}
