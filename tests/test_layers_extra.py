@@ -13,6 +13,7 @@ import references as ref
 import references_nn as refn
 from conftest import assert_close
 from helpers import clone_params, run_with_grads
+import test_layers as base
 from test_layers import Case, InputAsParameter, _arrays, _built
 
 
@@ -127,8 +128,7 @@ PARAM_FREE = [c for c in CASES if c not in WITH_PARAMS]
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_forward_matches_numpy(case, rng):
-    net, x = _built(case, rng)
-    assert_close(net(x), case.reference(_arrays(net, x)), rtol=1e-4, atol=1e-5)
+    base.test_forward_matches_numpy(case, rng)
 
 
 # None of these layers behaves differently in training (attention dropout is tested below), so to keep
@@ -158,30 +158,12 @@ def test_hybridized_equals_eager(case, training, rng):
 
 @pytest.mark.parametrize("case", WITH_PARAMS, ids=[c.name for c in WITH_PARAMS])
 def test_gradients_match_finite_differences(case, rng):
-    net, x = _built(case, rng)
-    _, grads = run_with_grads(net, (x,), training=False)
-    arrays = _arrays(net, x)
-    head = np.random.default_rng(0).standard_normal(np.shape(case.reference(arrays)))
-    loss = lambda a: float((case.reference(a) * head).sum())  # noqa: E731
-    assert grads
-    for name, grad in grads.items():
-        for index in [np.unravel_index(i, grad.shape) for i in np.argsort(np.abs(grad).ravel())[-2:]]:
-            expected = ref.numeric_grad(loss, arrays, name, index)
-            assert abs(grad[index] - expected) <= 2e-3 * max(1.0, abs(expected)), (name, index)
+    base.test_gradients_match_finite_differences(case, rng)
 
 
 @pytest.mark.parametrize("case", PARAM_FREE, ids=[c.name for c in PARAM_FREE])
 def test_input_gradients_of_parameter_free_layers(case, rng):
-    x = case.input(rng)
-    block = InputAsParameter(case.make(), x)
-    block.initialize()
-    out, grads = run_with_grads(block, (), training=True)
-    head = np.random.default_rng(0).standard_normal(out.shape)
-    loss = lambda a: float((case.reference({"x": a["z"]}) * head).sum())  # noqa: E731
-    arrays = {"z": x.astype(np.float64)}
-    for index in [np.unravel_index(i, x.shape) for i in rng.choice(x.size, 4, replace=False)]:
-        expected = ref.numeric_grad(loss, arrays, "z", index)
-        assert abs(grads["z"][index] - expected) <= 2e-3 * max(1.0, abs(expected)), index
+    base.test_input_gradients_of_parameter_free_layers(case, False, rng)  # hybridized: compared above
 
 
 def _cross_attention(rng):

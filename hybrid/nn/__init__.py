@@ -8,9 +8,9 @@ from .conv_layers import (AvgPool1D, AvgPool2D, AvgPool3D, Conv1D, Conv2D, Conv3
                           MaxPool1D, MaxPool2D, MaxPool3D)
 from .activations import ELU, GELU, LeakyReLU, PReLU, SELU, SiLU, Swish
 from .attention import MultiHeadAttention, TransformerEncoderLayer
-from .basic_layers import (Concatenate, HybridConcatenate, Identity, PixelShuffle1D, PixelShuffle2D,
-                           PixelShuffle3D)
-from .conv_layers import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose, ReflectionPad2D
+from .basic_layers import Concatenate, HybridConcatenate, Identity
+from .conv_layers import (Conv1DTranspose, Conv2DTranspose, Conv3DTranspose, PixelShuffle1D, PixelShuffle2D,
+                          PixelShuffle3D, ReflectionPad2D)
 from .norm_layers import GroupNorm, InstanceNorm
 
 __all__ = ["Block", "HybridBlock", "Activation", "Sequential", "HybridSequential", "Dense", "Dropout",

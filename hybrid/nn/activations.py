@@ -98,43 +98,30 @@ class ELU(HybridBlock):
         return f"ELU({self._alpha})"
 
 
-class SELU(HybridBlock):
+class SELU(Activation):
     """Scaled ELU with the fixed constants of Klambauer et al. (2017): ``scale * elu(x, alpha)``."""
 
-    def forward(self, x):
-        return layer_ops.activation(x, "selu")
-
-    def __repr__(self) -> str:
-        return "SELU()"
+    def __init__(self):
+        super().__init__("selu")
 
 
-class GELU(HybridBlock):
+class GELU(Activation):
     """Gaussian error linear unit ``x * Phi(x)``; ``approximation='tanh'`` uses the tanh formula.
 
     Raises ValueError for an approximation other than ``'erf'`` (exact) or ``'tanh'``.
     """
 
     def __init__(self, approximation: str = "erf"):
-        super().__init__()
         if approximation not in ("erf", "tanh"):
             raise ValueError(f"GELU: approximation must be 'erf' or 'tanh', got {approximation!r}")
-        self._approximation = approximation
-
-    def forward(self, x):
-        return layer_ops.activation(x, "gelu" if self._approximation == "erf" else "gelu_tanh")
-
-    def __repr__(self) -> str:
-        return f"GELU(approximation={self._approximation!r})"
+        super().__init__("gelu" if approximation == "erf" else "gelu_tanh")
 
 
-class SiLU(HybridBlock):
+class SiLU(Activation):
     """Sigmoid linear unit ``x * sigmoid(x)``."""
 
-    def forward(self, x):
-        return layer_ops.activation(x, "silu")
-
-    def __repr__(self) -> str:
-        return "SiLU()"
+    def __init__(self):
+        super().__init__("silu")
 
 
 class Swish(HybridBlock):

@@ -11,15 +11,9 @@ from .. import random as _random
 from ..block import HybridBlock
 from ..errors import ShapeError
 from ..graph import layer_ops
-from .basic_layers import Dense, Dropout, LayerNorm, check_non_negative_int, check_positive_int
+from .basic_layers import Dense, Dropout, LayerNorm, check_non_negative_int, check_positive_int, check_rate
 
 __all__ = ["MultiHeadAttention", "TransformerEncoderLayer"]
-
-
-def _check_rate(layer: str, rate: Any) -> float:
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
-        raise ValueError(f"{layer}: dropout must be in [0, 1), got {rate!r}")
-    return float(rate)
 
 
 def _attention_mask(mask, key_mask, batch: int, heads: int, t: int, s: int):
@@ -82,7 +76,7 @@ class MultiHeadAttention(HybridBlock):
         self._num_heads = check_positive_int(name, "num_heads", num_heads)
         if units % num_heads:
             raise ValueError(f"{name}: units ({units}) must be divisible by num_heads ({num_heads})")
-        self._dropout = _check_rate(name, dropout)
+        self._dropout = check_rate(name, "dropout", dropout)
         sizes = {n: check_non_negative_int(name, n, v) for n, v in
                  (("in_units", in_units), ("key_units", key_units), ("value_units", value_units))}
         proj = dict(use_bias=use_bias, flatten=False, dtype=dtype, weight_initializer=weight_initializer,
@@ -159,7 +153,7 @@ class TransformerEncoderLayer(HybridBlock):
         name = "TransformerEncoderLayer"
         self._units = check_positive_int(name, "units", units)
         hidden_size = check_positive_int(name, "hidden_size", hidden_size)
-        rate = _check_rate(name, dropout)
+        rate = check_rate(name, "dropout", dropout)
         self._pre_norm = bool(pre_norm)
         init = dict(use_bias=use_bias, weight_initializer=weight_initializer, bias_initializer=bias_initializer,
                     dtype=dtype)

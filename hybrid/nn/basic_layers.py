@@ -17,8 +17,7 @@ from ..parameter import Parameter
 from .activations import Activation
 
 __all__ = ["Sequential", "HybridSequential", "Dense", "Dropout", "BatchNorm", "LayerNorm", "Embedding",
-           "Flatten", "Lambda", "HybridLambda", "Identity", "Concatenate", "HybridConcatenate", "PixelShuffle1D",
-           "PixelShuffle2D", "PixelShuffle3D"]
+           "Flatten", "Lambda", "HybridLambda", "Identity", "Concatenate", "HybridConcatenate"]
 
 
 def check_positive_int(layer: str, name: str, value: Any) -> int:
@@ -32,6 +31,13 @@ def check_non_negative_int(layer: str, name: str, value: Any) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
         raise ValueError(f"{layer}: {name} must be a non-negative integer (0 = infer), got {value!r}")
     return int(value)
+
+
+def check_rate(layer: str, name: str, value: Any) -> float:
+    """A dropout rate in [0, 1) as a float, or ValueError naming the layer and argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 <= value < 1:
+        raise ValueError(f"{layer}: {name} must be in [0, 1), got {value!r}")
+    return float(value)
 
 
 def as_float(x: Any, dtype: Any) -> jax.Array:
@@ -374,50 +380,3 @@ class Concatenate(_ConcatenateMixin, Sequential):
 
 class HybridConcatenate(_ConcatenateMixin, HybridSequential):
     """Concatenate for HybridBlock children, so the whole branch can be hybridized."""
-
-
-class _PixelShuffle(HybridBlock):
-    """Move ``prod(factor)`` channel blocks into the spatial axes: ``(N, C*f1*...*fd, X1, ..., Xd)`` ->
-    ``(N, C, X1*f1, ..., Xd*fd)``; input channel ``c*f1*...*fd + offset`` lands at that spatial offset."""
-
-    _ndim = 2
-
-    def __init__(self, factor: Any):
-        super().__init__()
-        name, nd = type(self).__name__, self._ndim
-        factors = (factor,) * nd if isinstance(factor, (int, np.integer)) else tuple(factor)
-        if len(factors) != nd or any(isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < 1
-                                     for f in factors):
-            raise ValueError(f"{name}: factor must be a positive int or a tuple of {nd} positive ints, "
-                             f"got {factor!r}")
-        self._factors = tuple(int(f) for f in factors)
-
-    def forward(self, x):
-        nd, factors = self._ndim, self._factors
-        block = math.prod(factors)
-        if x.ndim != nd + 2 or x.shape[1] % block:
-            raise ShapeError(f"expected a {nd + 2}-D input (N, C, ...) whose channels are divisible by "
-                             f"{block} (factor {factors}), got shape {x.shape}")
-        n, c, spatial = x.shape[0], x.shape[1] // block, x.shape[2:]
-        y = x.reshape((n, c) + factors + spatial)
-        # (N, C, f1..fd, X1..Xd) -> (N, C, X1, f1, ..., Xd, fd)
-        order = [0, 1] + [i for d in range(nd) for i in (2 + nd + d, 2 + d)]
-        return y.transpose(order).reshape((n, c) + tuple(s * f for s, f in zip(spatial, factors)))
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._factors})"
-
-
-class PixelShuffle1D(_PixelShuffle):
-    """Pixel shuffle over ``(N, C*f, W)`` -> ``(N, C, W*f)``."""
-    _ndim = 1
-
-
-class PixelShuffle2D(_PixelShuffle):
-    """Pixel shuffle (Shi et al., 2016) over ``(N, C*f1*f2, H, W)`` -> ``(N, C, H*f1, W*f2)``."""
-    _ndim = 2
-
-
-class PixelShuffle3D(_PixelShuffle):
-    """Pixel shuffle over ``(N, C*f1*f2*f3, D, H, W)`` -> ``(N, C, D*f1, H*f2, W*f3)``."""
-    _ndim = 3

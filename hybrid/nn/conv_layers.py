@@ -1,6 +1,7 @@
-"""Convolution and pooling layers (1-D, 2-D, 3-D; channels-first or channels-last)."""
+"""Convolution, transposed convolution, pooling, padding and pixel-shuffle layers (1-D, 2-D, 3-D)."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax.numpy as jnp
@@ -12,10 +13,10 @@ from ..parameter import Parameter
 from .activations import Activation
 from .basic_layers import as_float, check_non_negative_int, check_positive_int
 
-__all__ = ["Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose", "ReflectionPad2D",
-           "MaxPool1D", "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D",
+__all__ = ["Conv1D", "Conv2D", "Conv3D", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D",
            "AvgPool3D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPool3D", "GlobalAvgPool1D",
-           "GlobalAvgPool2D", "GlobalAvgPool3D"]
+           "GlobalAvgPool2D", "GlobalAvgPool3D", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
+           "ReflectionPad2D", "PixelShuffle1D", "PixelShuffle2D", "PixelShuffle3D"]
 
 _LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
 
@@ -212,6 +213,47 @@ class ReflectionPad2D(HybridBlock):
 
     def __repr__(self) -> str:
         return f"ReflectionPad2D(padding={self._pads})"
+
+
+class _PixelShuffle(HybridBlock):
+    """Move ``prod(factor)`` channel blocks into the spatial axes: ``(N, C*f1*...*fd, X1, ..., Xd)`` ->
+    ``(N, C, X1*f1, ..., Xd*fd)``; input channel ``c*f1*...*fd + offset`` lands at that spatial offset."""
+
+    _ndim = 2
+
+    def __init__(self, factor: Any):
+        super().__init__()
+        self._factors = _tuple(type(self).__name__, "factor", factor, self._ndim, 1)
+
+    def forward(self, x):
+        nd, factors = self._ndim, self._factors
+        block = math.prod(factors)
+        if x.ndim != nd + 2 or x.shape[1] % block:
+            raise ShapeError(f"expected a {nd + 2}-D input (N, C, ...) whose channels are divisible by "
+                             f"{block} (factor {factors}), got shape {x.shape}")
+        n, c, spatial = x.shape[0], x.shape[1] // block, x.shape[2:]
+        y = x.reshape((n, c) + factors + spatial)
+        # (N, C, f1..fd, X1..Xd) -> (N, C, X1, f1, ..., Xd, fd)
+        order = [0, 1] + [i for d in range(nd) for i in (2 + nd + d, 2 + d)]
+        return y.transpose(order).reshape((n, c) + tuple(s * f for s, f in zip(spatial, factors)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._factors})"
+
+
+class PixelShuffle1D(_PixelShuffle):
+    """Pixel shuffle over ``(N, C*f, W)`` -> ``(N, C, W*f)``."""
+    _ndim = 1
+
+
+class PixelShuffle2D(_PixelShuffle):
+    """Pixel shuffle (Shi et al., 2016) over ``(N, C*f1*f2, H, W)`` -> ``(N, C, H*f1, W*f2)``."""
+    _ndim = 2
+
+
+class PixelShuffle3D(_PixelShuffle):
+    """Pixel shuffle over ``(N, C*f1*f2*f3, D, H, W)`` -> ``(N, C, D*f1, H*f2, W*f3)``."""
+    _ndim = 3
 
 
 class _Pooling(HybridBlock):

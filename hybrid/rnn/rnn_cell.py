@@ -3,16 +3,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .. import autograd, functional
 from .. import random as _random
 from ..block import Block, HybridBlock
 from ..errors import ShapeError
 from ..graph import layer_ops
-from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int
+from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
 from ..parameter import Parameter
 from .rnn_layer import check_states
 
@@ -110,11 +108,13 @@ class _GatedCell(HybridRecurrentCell):
     """A cell with MXNet's parameters ``i2h_weight (G*hidden, input)``, ``h2h_weight (G*hidden, hidden)``,
     ``i2h_bias``, ``h2h_bias (G*hidden,)`` for G gates; ``input_size`` 0 is inferred at the first call."""
 
-    def __init__(self, mode: str, hidden_size: int, i2h_weight_initializer: Any, h2h_weight_initializer: Any,
-                 i2h_bias_initializer: Any, h2h_bias_initializer: Any, input_size: int, dtype: Any):
+    _mode: str  # a key of layer_ops.RNN_GATES, set by subclasses
+
+    def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
+                 i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
+                 dtype: Any = "float32"):
         super().__init__()
         name = type(self).__name__
-        self._mode = mode
         self._hidden_size = check_positive_int(name, "hidden_size", hidden_size)
         input_size = check_non_negative_int(name, "input_size", input_size)
         rows = layer_ops.RNN_GATES[self._mode] * hidden_size
@@ -156,35 +156,30 @@ class RNNCell(_GatedCell):
     """Elman cell ``h' = activation(W_ih x + b_ih + W_hh h + b_hh)``, ``activation`` ``'tanh'`` (default)
     or ``'relu'``. States ``[h]`` of shape ``(N, hidden_size)``; ``forward(inputs, states) -> (h', [h'])``."""
 
+    _mode = "rnn_tanh"
+
     def __init__(self, hidden_size: int, activation: str = "tanh", i2h_weight_initializer: Any = None,
                  h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
                  h2h_bias_initializer: Any = "zeros", input_size: int = 0, dtype: Any = "float32"):
         if activation not in ("relu", "tanh"):
             raise ValueError(f"RNNCell: activation must be 'relu' or 'tanh', got {activation!r}")
-        super().__init__("rnn_" + activation, hidden_size, i2h_weight_initializer, h2h_weight_initializer,
-                         i2h_bias_initializer, h2h_bias_initializer, input_size, dtype)
+        super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
+                         h2h_bias_initializer, input_size, dtype)
+        self._mode = "rnn_" + activation
 
 
 class LSTMCell(_GatedCell):
     """LSTM cell with gates i, f, g, o (MXNet's order; see :class:`hybrid.rnn.LSTM`). States ``[h, c]``;
     ``forward(inputs, states) -> (h', [h', c'])``."""
 
-    def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
-                 i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
-                 dtype: Any = "float32"):
-        super().__init__("lstm", hidden_size, i2h_weight_initializer, h2h_weight_initializer,
-                         i2h_bias_initializer, h2h_bias_initializer, input_size, dtype)
+    _mode = "lstm"
 
 
 class GRUCell(_GatedCell):
     """GRU cell with gates r, z, n (MXNet's formulation; see :class:`hybrid.rnn.GRU`). States ``[h]``;
     ``forward(inputs, states) -> (h', [h'])``."""
 
-    def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
-                 i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
-                 dtype: Any = "float32"):
-        super().__init__("gru", hidden_size, i2h_weight_initializer, h2h_weight_initializer,
-                         i2h_bias_initializer, h2h_bias_initializer, input_size, dtype)
+    _mode = "gru"
 
 
 class SequentialRNNCell(HybridRecurrentCell):
@@ -269,9 +264,7 @@ class DropoutCell(HybridRecurrentCell):
 
     def __init__(self, rate: float, axes: tuple[int, ...] = ()):
         super().__init__()
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
-            raise ValueError(f"DropoutCell: rate must be in [0, 1), got {rate!r}")
-        self._rate, self._axes = float(rate), tuple(axes)
+        self._rate, self._axes = check_rate("DropoutCell", "rate", rate), tuple(axes)
 
     def state_info(self, batch_size: int = 0) -> list[dict]:
         return []

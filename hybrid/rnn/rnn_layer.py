@@ -12,7 +12,7 @@ from .. import random as _random
 from ..block import HybridBlock
 from ..errors import ShapeError
 from ..graph import layer_ops
-from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int
+from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
 from ..parameter import Parameter
 
 __all__ = ["RNN", "LSTM", "GRU"]
@@ -40,9 +40,12 @@ class _RNNLayer(HybridBlock):
     (0: inferred at the first call) and ``hidden_size * directions`` above.
     """
 
-    def __init__(self, hidden_size: int, num_layers: int, layout: str, dropout: float, bidirectional: bool,
-                 input_size: int, i2h_weight_initializer: Any, h2h_weight_initializer: Any,
-                 i2h_bias_initializer: Any, h2h_bias_initializer: Any, mode: str, dtype: Any):
+    _mode: str  # a key of layer_ops.RNN_GATES, set by subclasses
+
+    def __init__(self, hidden_size: int, num_layers: int = 1, layout: str = "TNC", dropout: float = 0.0,
+                 bidirectional: bool = False, input_size: int = 0, i2h_weight_initializer: Any = None,
+                 h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
+                 h2h_bias_initializer: Any = "zeros", dtype: Any = "float32"):
         super().__init__()
         name = type(self).__name__
         self._hidden_size = check_positive_int(name, "hidden_size", hidden_size)
@@ -50,11 +53,9 @@ class _RNNLayer(HybridBlock):
         input_size = check_non_negative_int(name, "input_size", input_size)
         if layout not in ("TNC", "NTC"):
             raise ValueError(f"{name}: layout must be 'TNC' or 'NTC', got {layout!r}")
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-            raise ValueError(f"{name}: dropout must be in [0, 1), got {dropout!r}")
-        self._layout, self._dropout, self._mode = layout, float(dropout), mode
+        self._layout, self._dropout = layout, check_rate(name, "dropout", dropout)
         self._directions = ("l", "r") if bidirectional else ("l",)
-        rows = layer_ops.RNN_GATES[mode] * hidden_size
+        rows = layer_ops.RNN_GATES[self._mode] * hidden_size
         inits = {"i2h_weight": i2h_weight_initializer, "h2h_weight": h2h_weight_initializer,
                  "i2h_bias": i2h_bias_initializer, "h2h_bias": h2h_bias_initializer}
         in_size = input_size
@@ -154,6 +155,8 @@ class RNN(_RNNLayer):
     __doc__ = ("Elman recurrent layer, ``h_t = activation(W_ih x_t + b_ih + W_hh h_(t-1) + b_hh)`` with "
                "``activation`` ``'relu'`` (default) or ``'tanh'``; one gate (G = 1)." + _LAYER_DOC)
 
+    _mode = "rnn_relu"
+
     def __init__(self, hidden_size: int, num_layers: int = 1, activation: str = "relu", layout: str = "TNC",
                  dropout: float = 0.0, bidirectional: bool = False, i2h_weight_initializer: Any = None,
                  h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
@@ -162,7 +165,8 @@ class RNN(_RNNLayer):
             raise ValueError(f"RNN: activation must be 'relu' or 'tanh', got {activation!r}")
         super().__init__(hidden_size, num_layers, layout, dropout, bidirectional, input_size,
                          i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
-                         h2h_bias_initializer, "rnn_" + activation, dtype)
+                         h2h_bias_initializer, dtype)
+        self._mode = "rnn_" + activation
 
 
 class LSTM(_RNNLayer):
@@ -170,13 +174,7 @@ class LSTM(_RNNLayer):
                "i, f, g, o (G = 4): ``c_t = f * c_(t-1) + i * g``, ``h_t = o * tanh(c_t)``, i, f, o sigmoid, "
                "g tanh of ``W_ih x_t + b_ih + W_hh h_(t-1) + b_hh``. States are ``[h, c]``." + _LAYER_DOC)
 
-    def __init__(self, hidden_size: int, num_layers: int = 1, layout: str = "TNC", dropout: float = 0.0,
-                 bidirectional: bool = False, input_size: int = 0, i2h_weight_initializer: Any = None,
-                 h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
-                 h2h_bias_initializer: Any = "zeros", dtype: Any = "float32"):
-        super().__init__(hidden_size, num_layers, layout, dropout, bidirectional, input_size,
-                         i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
-                         h2h_bias_initializer, "lstm", dtype)
+    _mode = "lstm"
 
 
 class GRU(_RNNLayer):
@@ -184,10 +182,4 @@ class GRU(_RNNLayer):
                "r, z, n (G = 3): ``r, z = sigmoid(W_i. x + b_i. + W_h. h + b_h.)``, ``n = tanh(W_in x + b_in + "
                "r * (W_hn h + b_hn))``, ``h_t = (1 - z) * n + z * h_(t-1)``." + _LAYER_DOC)
 
-    def __init__(self, hidden_size: int, num_layers: int = 1, layout: str = "TNC", dropout: float = 0.0,
-                 bidirectional: bool = False, input_size: int = 0, i2h_weight_initializer: Any = None,
-                 h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
-                 h2h_bias_initializer: Any = "zeros", dtype: Any = "float32"):
-        super().__init__(hidden_size, num_layers, layout, dropout, bidirectional, input_size,
-                         i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
-                         h2h_bias_initializer, "gru", dtype)
+    _mode = "gru"
