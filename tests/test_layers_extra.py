@@ -5,7 +5,6 @@ differences of the NumPy reference, and errors that name the layer."""
 import numpy as np
 import pytest
 
-import hybrid
 from hybrid import autograd, init, nn
 from hybrid.errors import ShapeError
 
