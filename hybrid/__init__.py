@@ -4,17 +4,17 @@
     from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock
     from hybrid import data, utils
 """
-from . import autograd, errors, graph, init, loss, nn, optimizer, random
-from . import lr_scheduler, metric
+from . import autograd, data, errors, graph, init, loss, lr_scheduler, metric, nn, optimizer, random, utils
+from . import rnn
 from .block import Block, HybridBlock
+from .compile import CompiledStep, compile
 from .inspect import Inspection, inspect
 from .parameter import Constant, Parameter
 from .trainer import Trainer
-from . import data, utils
-from . import rnn
 
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
+           "compile", "CompiledStep",
            "rnn"]

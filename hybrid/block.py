@@ -247,14 +247,18 @@ class Block:
     def _dispatch(self, args: tuple, kwargs: dict) -> Any:
         frame = functional.current()
         if frame is not None:
-            if self._active and frame.kind != "trace":
+            if frame.kind == "trace":  # inside a hybridize trace: inline into the enclosing graph
+                return self._run_forward((args, kwargs))
+            if frame.kind == "compile" and autograd.is_recording():
+                return cached_op.record_call(self, (args, kwargs))
+            if self._active:
                 return self._get_cached_op()((args, kwargs))
             return self._run_forward((args, kwargs))
         if self._active and not _call_state.force_eager:
             return self._get_cached_op()((args, kwargs))
         args, kwargs = _to_jax(args), _to_jax(kwargs)
         if autograd.is_recording():
-            return cached_op.call_recorded_eager(self, (args, kwargs))
+            return cached_op.record_call(self, (args, kwargs))
         return self._run_forward((args, kwargs))
 
     def _run_forward(self, packed: tuple) -> Any:

@@ -281,48 +281,70 @@ class CachedOp:
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
 
-def call_recorded_eager(block: Any, args: tuple) -> Any:
-    """Run an un-hybridized block under ``jax.vjp`` and put it on the tape."""
+def _python_forward(block: Any, spec: ArgSpec, params: list[Parameter], info: dict) -> Callable:
+    """The block's Python forward as a function of (parameter values, input values)."""
+    def forward(param_values, input_values):
+        with functional.frame(dict(zip(params, param_values)), kind="functional") as fr:
+            out = block._run_forward(spec.rebuild(input_values))
+        out_leaves, info["out_tree"] = jax.tree_util.tree_flatten(out)
+        info["states"] = list(fr.updates)
+        info["missing"] = [p for p in fr.missing if p.grad_req != "null" and p not in params]
+        info["accessed"] = fr.accessed
+        return out_leaves, list(fr.updates.values())
+    return forward
+
+
+def record_call(block: Any, args: tuple) -> Any:
+    """Run ``block`` under ``jax.vjp`` and put it on the tape.
+
+    Used for un-hybridized blocks, and for every block inside a whole-step trace (where
+    parameter values come from the trace's frame and hybridized blocks run their
+    optimised graph)."""
     leaves, treedef = jax.tree_util.tree_flatten(args)
     spec = ArgSpec(leaves, treedef)
     arrays = [leaves[i] for i in spec.array_pos]
     input_index = [i for i, a in enumerate(arrays) if autograd.needs_grad(a)]
+    in_frame = functional.current() is not None
+    info: dict = {}
     for _attempt in range(3):
-        params = [p for p in unique_params(block.collect_params()) if p._data is not None]
-        diff = [p for p in params if p.grad_req != "null"]
-        info: dict = {}
+        if block._active:
+            entry, arrays = block._get_cached_op().entry(args)
+            params = entry.params
+            rng = (functional.current().next_key(), np.uint32(0)) if entry.uses_rng else ()
+            info.update(out_tree=entry.out_tree, states=entry.state_params, missing=[], accessed=set(params))
+
+            def forward(param_values, input_values, entry=entry, rng=rng):
+                return entry.forward(param_values, input_values, rng)
+        else:
+            params = [p for p in unique_params(block.collect_params()) if p._data is not None]
+            forward = _python_forward(block, spec, params, info)
+        values = [p.data() for p in params] if in_frame else [p._data for p in params]
+        diff_index = [i for i, p in enumerate(params) if p.grad_req != "null"]
 
         def f(p_diff, i_diff):
-            values = dict(zip(diff, p_diff))
-            inputs = list(arrays)
+            pv, iv = list(values), list(arrays)
+            for i, v in zip(diff_index, p_diff):
+                pv[i] = v
             for i, v in zip(input_index, i_diff):
-                inputs[i] = v
-            with functional.frame(values, kind="functional") as fr:
-                out = block._run_forward(spec.rebuild(inputs))
-            out_leaves, info["out_tree"] = jax.tree_util.tree_flatten(out)
-            info["states"] = list(fr.updates)
-            info["missing"] = [p for p in fr.missing if p.grad_req != "null" and p not in values]
-            info["accessed"] = fr.accessed
-            return out_leaves, list(fr.updates.values())
+                iv[i] = v
+            return forward(pv, iv)
 
-        outputs, vjp_fn, states = jax.vjp(f, [p._data for p in diff], [arrays[i] for i in input_index],
+        outputs, vjp_fn, states = jax.vjp(f, [values[i] for i in diff_index], [arrays[i] for i in input_index],
                                           has_aux=True)
         if not info["missing"]:
             break
     for param, state in zip(info["states"], states):
-        param._data = state
-    used = [p for p in diff if p in info["accessed"]]
-    if used:
-        keep = [i for i, p in enumerate(diff) if p in info["accessed"]]
+        if in_frame:
+            param.set_data(state)
+        else:
+            param._data = state
+    diff = [params[i] for i in diff_index]
+    keep = [i for i, p in enumerate(diff) if p in info["accessed"]]
 
-        def vjp(cotangents):
-            p_cts, i_cts = vjp_fn(cotangents)
-            return [p_cts[i] for i in keep], i_cts
-        autograd.record_node(autograd.TapeNode(type(block).__name__, used,
-                                               [arrays[i] for i in input_index], outputs, vjp))
-    elif input_index:
-        autograd.record_node(autograd.TapeNode(type(block).__name__, [], [arrays[i] for i in input_index],
-                                               outputs, lambda cts: ([], vjp_fn(cts)[1])))
-    else:
-        autograd.record_node(autograd.TapeNode(type(block).__name__, [], [], outputs, lambda cts: ([], [])))
+    def vjp(cotangents):
+        p_cts, i_cts = vjp_fn(cotangents)
+        return [p_cts[i] for i in keep], i_cts
+
+    autograd.record_node(autograd.TapeNode(type(block).__name__, [diff[i] for i in keep],
+                                           [arrays[i] for i in input_index], outputs, vjp))
     return jax.tree_util.tree_unflatten(info["out_tree"], outputs)

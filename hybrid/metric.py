@@ -6,10 +6,14 @@ to the host once and never compiles anything. ``get()`` returns ``(name, value)`
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from jax.experimental import io_callback
+
+from . import functional
 
 __all__ = ["EvalMetric", "Accuracy", "TopKAccuracy", "F1", "MAE", "MSE", "RMSE", "CrossEntropy", "Perplexity",
            "Loss", "CompositeEvalMetric", "CustomMetric", "create", "register"]
@@ -41,8 +45,28 @@ def _pairs(labels: Any, preds: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     return list(zip(labels, preds))
 
 
+def _host_update(update: Callable) -> Callable:
+    """Wrap a metric's ``update`` so that, inside a ``hybrid.compile`` step, it runs on the host
+    with the step's concrete arrays (an ordered callback in the compiled program)."""
+    @functools.wraps(update)
+    def wrapped(self, labels, preds):
+        if functional.compile_frame() is None:
+            return update(self, labels, preds)
+        io_callback(functools.partial(update, self), None, labels, preds, ordered=True)
+    return wrapped
+
+
 class EvalMetric:
-    """Base class: keeps ``sum_metric`` and ``num_inst``; ``get()`` is their ratio."""
+    """Base class: keeps ``sum_metric`` and ``num_inst``; ``get()`` is their ratio.
+
+    Subclasses implement ``update``; inside a ``hybrid.compile`` step it is called on the
+    host with the step's arrays each time the compiled step runs.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "update" in cls.__dict__:
+            cls.update = _host_update(cls.__dict__["update"])
 
     def __init__(self, name: str, output_names: Sequence[str] | None = None,
                  label_names: Sequence[str] | None = None, **kwargs: Any):
