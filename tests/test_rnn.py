@@ -157,6 +157,33 @@ def test_bidirectional_layer_equals_hybridized_cells(rng):
         assert_close(grads_c[rename(name)], grad, rtol=1e-4, atol=1e-5)
 
 
+def test_unroll_in_a_compiled_training_step_equals_eager(rng):
+    x = rng.standard_normal((N, T, C)).astype(np.float32)
+    square_sum = hybrid.nn.HybridLambda(lambda y: (y ** 2).sum())
+    results = []
+    for compiled in (False, True):
+        hybrid.random.seed(0)
+        cell = rnn.LSTMCell(H, input_size=C)
+        cell.initialize(init.Normal(0.5))
+        initial = np.array(cell.i2h_weight.data())
+        trainer = hybrid.Trainer(cell.collect_params(), "sgd", {"learning_rate": 0.1})
+
+        def step(x):
+            with autograd.record():
+                loss = square_sum(cell.unroll(T, x)[0])  # the merge of the steps' outputs is taped too
+            autograd.backward(loss)
+            trainer.step(1)
+            return loss
+        step = hybrid.compile(step) if compiled else step
+        loss = float(step(x))
+        results.append((loss, {n: np.array(p.data()) for n, p in cell.collect_params().items()}))
+    (loss_e, params_e), (loss_c, params_c) = results
+    assert_close(loss_c, loss_e)
+    assert not np.allclose(params_e["i2h_weight"], initial, atol=1e-4)  # the step trained
+    for name in params_e:
+        assert_close(params_c[name], params_e[name])
+
+
 @pytest.mark.parametrize("mode", ["rnn_relu", "rnn_tanh", "lstm", "gru"])
 def test_cell_step_matches_numpy(mode, rng):
     cell = {"rnn_relu": lambda: rnn.RNNCell(H, activation="relu"), "rnn_tanh": lambda: rnn.RNNCell(H),

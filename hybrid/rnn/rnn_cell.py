@@ -76,7 +76,8 @@ class HybridRecurrentCell(HybridBlock):
             steps = inputs.shape[layout.find("T")]
         if steps != length:
             raise ShapeError(f"{name}.unroll: length is {length} but the inputs hold {steps} time steps")
-        if functional.current() is None and autograd.is_recording():
+        frame = functional.current()
+        if autograd.is_recording() and (frame is None or frame.kind == "compile"):  # block calls are taped
             return _Unrolled(self)(inputs, begin_state, layout=layout, merge_outputs=merge_outputs)
         return self._unroll(inputs, begin_state, layout, merge_outputs)
 
