@@ -215,7 +215,7 @@ class SequentialRNNCell(HybridRecurrentCell):
 
     def _unroll(self, inputs, begin_state, layout, merge_outputs):
         if begin_state is None:
-            batch = _steps(inputs, layout)[0].shape[0]
+            batch = inputs[0].shape[0] if isinstance(inputs, (list, tuple)) else inputs.shape[layout.find("N")]
             begin_state = self.begin_state(batch)
         cells, new_states = list(self._children.values()), []
         for i, (cell, states) in enumerate(zip(cells, self._split_states(begin_state))):
