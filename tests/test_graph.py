@@ -106,7 +106,7 @@ def test_pieces_of_differentiated_big_ops_are_not_mistaken_for_the_op(rng):
     from hybrid.graph.memory import training_graph
     x = rng.standard_normal((4, 3)).astype(np.float32)
     w = rng.standard_normal((2, 3)).astype(np.float32)
-    g = training_graph(lambda w, x: jnp.sum(L.activation(L.dense(x, w), "relu") ** 2), w, x)
+    g = training_graph(lambda w, x: jnp.sum(layer_ops.activation(layer_ops.dense(x, w), "relu") ** 2), w, x)
     values = [np.ones(v.shape, v.dtype) for v in g.inputs]
     loss, grad_w = graph.lower(g)(*values)[:2]
     expected_loss, expected_grad = jax.value_and_grad(
