@@ -5,6 +5,7 @@
     from hybrid import data, utils
 """
 from . import autograd, data, errors, graph, init, loss, lr_scheduler, metric, nn, optimizer, random, utils
+from . import distributed
 from .block import Block, HybridBlock
 from .compile import CompiledStep, compile
 from .inspect import Inspection, inspect
@@ -15,4 +16,4 @@ __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
-           "compile", "CompiledStep"]
+           "compile", "CompiledStep", "distributed"]
