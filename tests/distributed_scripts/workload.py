@@ -47,9 +47,8 @@ def train(net, trainer, data, compiled=True, place=None):
 
 
 def params_of(net):
-    """Parameter values by name, read from this process's first shard (the whole array when replicated)."""
-    return {name: np.asarray(p.data().addressable_shards[0].data) if p.data().is_fully_replicated
-            else np.asarray(p.data()) for name, p in net.collect_params().items()}
+    """Parameter values by name (replicated arrays can be read in every process)."""
+    return {name: np.asarray(p.data()) for name, p in net.collect_params().items()}
 
 
 def make_trainer(net, **placement):
