@@ -251,8 +251,14 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
             "recorded computation, so their parameters would get no gradient. Either an unrecorded "
             "operation sits between blocks (move it into a block, e.g. HybridLambda), or the call is not "
             "part of the loss (run it under autograd.pause() or outside record()).")
-    for param, g in param_grads.items():
-        param._accumulate_grad(g)
+    if functional.compile_frame() is not None:
+        for param, g in param_grads.items():
+            param._accumulate_grad(g)
+    else:
+        for param, g in param_grads.items():  # Parameter._accumulate_grad, inlined: this loop is per step
+            if param._grad_req == "add" and param._grad is not None and not param._grad_dropped:
+                g = param._grad + g
+            param._grad, param._grad_fresh, param._grad_dropped = g, True, False
     if not retain_graph:
         tape.clear()
 

@@ -197,11 +197,37 @@ class CompiledForward:
             return results[:n_out], results[n_out:]
 
         self.forward = forward
-        self.infer = jax.jit(forward)
+        # State parameters (e.g. BatchNorm statistics) are passed separately so that their old
+        # buffers can be donated: the program overwrites them.
+        written = set(self.state_params)
+        self.state_index = [i for i, p in enumerate(self.params) if p in written]
+        self.other_index = [i for i, p in enumerate(self.params) if p not in written]
+        self.state_inputs = [self.params[i] for i in self.state_index]
+        self.other_inputs = [self.params[i] for i in self.other_index]
+        self._donate = (0,) if self.state_index else ()
+
+        def infer(state_values, other_values, input_values, rng):
+            return forward(self.merge(state_values, other_values), input_values, rng)
+
+        self.infer = jax.jit(infer, donate_argnums=self._donate)
+        self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
         self.diff_index = [i for i, p in enumerate(self.params) if p.grad_req != "null"]
         self.diff_params = [self.params[i] for i in self.diff_index]
         self._train: dict[tuple, Callable] = {}
         self.backward = jax.jit(lambda vjp_fn, cotangents: vjp_fn(cotangents))
+
+    def merge(self, state_values: Sequence, other_values: Sequence) -> list:
+        """Parameter values in graph order from the state and non-state lists."""
+        values = [None] * len(self.params)
+        for i, v in zip(self.state_index, state_values):
+            values[i] = v
+        for i, v in zip(self.other_index, other_values):
+            values[i] = v
+        return values
+
+    def current_values(self) -> tuple[list, list]:
+        """The parameters' arrays as (state, non-state) lists, the form the jitted entry points take."""
+        return list(map(_get_data, self.state_inputs)), list(map(_get_data, self.other_inputs))
 
     def train_forward(self, input_index: tuple[int, ...]) -> Callable:
         """Jitted ``(params, inputs, rng) -> (outputs, states, vjp_fn)`` differentiating the
@@ -210,7 +236,9 @@ class CompiledForward:
         if fn is None:
             diff_index, forward = self.diff_index, self.forward
 
-            def train(param_values, input_values, rng):
+            def train(state_values, other_values, input_values, rng):
+                param_values = self.merge(state_values, other_values)
+
                 def f(p_diff, i_diff):
                     pv, iv = list(param_values), list(input_values)
                     for i, v in zip(diff_index, p_diff):
@@ -224,7 +252,7 @@ class CompiledForward:
                 outputs, vjp_fn, states = jax.vjp(f, p_diff, i_diff, has_aux=True)
                 return outputs, states, vjp_fn
 
-            fn = self._train[input_index] = jax.jit(train)
+            fn = self._train[input_index] = jax.jit(train, donate_argnums=self._donate)
         return fn
 
 
@@ -252,18 +280,19 @@ class CachedOp:
         frame = functional.current()
         if frame is not None:
             return self._call_in_frame(entry, arrays, frame)
-        params = list(map(_get_data, entry.params))
+        state_values, other_values = entry.current_values()
         rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
         if autograd.is_recording():
-            return self._call_recorded(entry, params, arrays, rng)
-        outputs, states = entry.infer(params, arrays, rng)
+            return self._call_recorded(entry, state_values, other_values, arrays, rng)
+        outputs, states = entry.infer(state_values, other_values, arrays, rng)
         for param, state in zip(entry.state_params, states):
             param._data = state
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
-    def _call_recorded(self, entry: CompiledForward, params: list, arrays: list, rng: tuple) -> Any:
+    def _call_recorded(self, entry: CompiledForward, state_values: list, other_values: list, arrays: list,
+                       rng: tuple) -> Any:
         input_index = tuple(i for i, a in enumerate(arrays) if autograd.needs_grad(a))
-        outputs, states, vjp_fn = entry.train_forward(input_index)(params, arrays, rng)
+        outputs, states, vjp_fn = entry.train_forward(input_index)(state_values, other_values, arrays, rng)
         for param, state in zip(entry.state_params, states):
             param._data = state
         backward = entry.backward
@@ -273,9 +302,8 @@ class CachedOp:
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
     def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: functional.Frame) -> Any:
-        params = [p.data() for p in entry.params]
         rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
-        outputs, states = entry.infer(params, arrays, rng)
+        outputs, states = entry.infer_in_frame([p.data() for p in entry.params], arrays, rng)
         for param, state in zip(entry.state_params, states):
             param.set_data(state)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)

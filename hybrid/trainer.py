@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from typing import Any, Callable, Sequence
 
 import jax
@@ -18,6 +19,12 @@ from .errors import StaleGradientError
 from .parameter import Parameter, current_version, unique_params
 
 __all__ = ["Trainer"]
+
+_FRESH = operator.attrgetter("_grad_fresh")
+_DATA = operator.attrgetter("_data")
+_GRAD = operator.attrgetter("_grad")
+_LR_MULT = operator.attrgetter("lr_mult")
+_WD_MULT = operator.attrgetter("wd_mult")
 
 
 class Trainer:
@@ -117,7 +124,11 @@ class Trainer:
         if batch_size <= 0:
             raise ValueError(f"Trainer.step: batch_size must be positive, got {batch_size}")
         trainable = self._trainable()
-        active = [p for p in trainable if p._is_fresh()]
+        frame = functional.compile_frame()
+        if frame is None and all(map(_FRESH, trainable)):
+            active = trainable
+        else:
+            active = [p for p in trainable if p._is_fresh()]
         if len(active) != len(trainable):
             if not ignore_stale_grad:
                 stale = [self._names[p] for p in trainable if not p._is_fresh()]
@@ -133,13 +144,12 @@ class Trainer:
         if self._placement is not None:
             self._placement.place_pending()  # parameters initialised at the first forward
         program = self._program(active)
-        frame = functional.compile_frame()
         if frame is not None:
             self._update_in_trace(frame, program, active, rescale)
             return
         lr = self._next_learning_rate()
-        states = [self._state(p) for p in active]
-        new_weights, new_states = program([p._data for p in active], [p._grad for p in active], states, lr, rescale)
+        states = [self._states.get(p) or self._state(p) for p in active]
+        new_weights, new_states = program(list(map(_DATA, active)), list(map(_GRAD, active)), states, lr, rescale)
         for param, weight, state in zip(active, new_weights, new_states):
             param._data = weight
             param._grad_fresh = False
@@ -177,9 +187,9 @@ class Trainer:
 
     def _program(self, params: Sequence[Parameter]) -> Callable:
         opt = self._optimizer
-        lr_mults = tuple(p.lr_mult for p in params)
-        wd_mults = tuple(p.wd_mult for p in params)
-        key = (tuple(id(p) for p in params), lr_mults, wd_mults, type(opt), opt.hyperparameters())
+        lr_mults = tuple(map(_LR_MULT, params))
+        wd_mults = tuple(map(_WD_MULT, params))
+        key = (tuple(map(id, params)), lr_mults, wd_mults, type(opt), opt.hyperparameters())
         program = self._programs.get(key)
         if program is None:
             def update(weights, grads, states, lr, rescale):
