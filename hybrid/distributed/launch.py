@@ -17,8 +17,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     Arguments left None are read from ``HYBRID_COORDINATOR`` (``host:port`` of process 0),
     ``HYBRID_NUM_PROCESSES`` and ``HYBRID_PROCESS_ID``, else left to JAX's own cluster
     detection (Slurm, Open MPI, Cloud TPU). On CPU, cross-process collectives use gloo.
-    Afterwards ``jax.devices()`` lists every process's devices, so a default
-    ``make_mesh()`` (and ``Trainer(devices=None ...)``) spans them all.
+    Afterwards ``jax.devices()`` lists every process's devices, so ``make_mesh()`` (and
+    ``Trainer(..., mesh=make_mesh())``) spans them all.
     Raises RuntimeError (from JAX) when the coordinator cannot be reached in ``timeout`` s.
     """
     env = os.environ

@@ -98,7 +98,7 @@ def _put(value: jax.Array, sharding: NamedSharding) -> jax.Array:
 class Placement:
     """Where a set of parameters lives on a mesh: replicated, or split by ``rules``.
 
-    Built by :func:`place_parameters`. ``shardings`` maps each placed Parameter to its
+    Built by :func:`place_parameters` and by ``Trainer(devices=...)``. ``shardings`` maps each placed Parameter to its
     ``NamedSharding``. Parameters whose data does not exist yet (deferred initialisation)
     are placed by :meth:`place_pending`, which the Trainer calls before every update.
     """
