@@ -296,3 +296,28 @@ def test_pipeline_selection_timings_and_hybridize_option(rng):
     assert [s.name for s in entry.pass_stats] == ["dce"]
     net.hybridize()
     assert_close(net(x), out_dce)
+
+
+def test_layout_runs_channels_first_stacks_channels_last(rng):
+    net = nn.HybridSequential()
+    for channels in (8, 16):
+        net.add(nn.Conv2D(channels, 3, padding=1), nn.BatchNorm(), nn.Activation("relu"), nn.MaxPool2D(2))
+    net.add(nn.Dense(10))
+    net.initialize()
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    for training in (False, True):
+        inspection = hybrid.inspect(net, x, passes=["layout"], training=training)
+        after = inspection.after
+        assert ops_of(after)["transpose"] == 2  # one in, one out: the stack runs channels-last
+        assert all(n.attrs.get("layout") == "NHWC" for n in after.nodes if n.op in ("convolution", "pooling"))
+        assert all(n.attrs["axis"] == 3 for n in after.nodes if n.op == "batch_norm")
+        check_equivalent(inspection.before, inspection.after, graph_args(net, inspection, x), rtol=1e-4, atol=1e-5)
+
+
+def test_layout_leaves_channels_last_and_other_models_alone(rng):
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3, layout="NHWC"), nn.BatchNorm(axis=3), nn.Dense(2))
+    net.initialize()
+    inspection = hybrid.inspect(net, rng.standard_normal((2, 6, 6, 3)).astype(np.float32), passes=["layout"])
+    assert "transpose" not in ops_of(inspection.after)
+    assert inspection.stats[0].details["ops_converted"] == 0

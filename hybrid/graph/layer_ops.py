@@ -18,6 +18,7 @@ from .ops import call, register
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
+    "relu6": jax.nn.relu6,
     "sigmoid": jax.nn.sigmoid,
     "tanh": jnp.tanh,
     "softrelu": jax.nn.softplus,
@@ -82,8 +83,8 @@ def kernel_layout(layout: str) -> str:
 
 
 @register("convolution", "out_elementwise_fusable")
-def _convolution(x, weight, bias=None, *, strides, padding, dilation, groups, layout):
-    dn = lax.conv_dimension_numbers(x.shape, weight.shape, (layout, kernel_layout(layout), layout))
+def _convolution(x, weight, bias=None, *, strides, padding, dilation, groups, layout, weight_layout=None):
+    dn = lax.conv_dimension_numbers(x.shape, weight.shape, (layout, weight_layout or kernel_layout(layout), layout))
     y = lax.conv_general_dilated(x, weight, strides, [(p, p) for p in padding], rhs_dilation=dilation,
                                  dimension_numbers=dn, feature_group_count=groups)
     if bias is not None:

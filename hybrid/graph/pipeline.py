@@ -13,7 +13,7 @@ __all__ = ["DEFAULT_PASSES", "PassStat", "resolve_passes", "run_passes", "format
 
 #: The passes ``hybridize()`` runs when ``passes`` is not given, in order (see docs/passes.md).
 DEFAULT_PASSES: tuple[str, ...] = ("dce", "cse", "fold", "simplify", "recognize", "softmax_ce", "attention",
-                                   "bn_fold", "horizontal_fusion", "dce", "fuse")
+                                   "bn_fold", "horizontal_fusion", "layout", "dce", "fuse")
 
 
 @dataclass

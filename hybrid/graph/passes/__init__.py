@@ -17,4 +17,4 @@ def register_pass(name: str) -> Callable[[PassFn], PassFn]:
     return deco
 
 
-from . import attention, bn_fold, cse, dce, fold, fuse, horizontal, recognize, simplify, softmax_ce  # noqa: E402,F401
+from . import attention, bn_fold, cse, dce, fold, fuse, horizontal, layout, recognize, simplify, softmax_ce  # noqa: E402,F401,E501

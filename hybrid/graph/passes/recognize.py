@@ -1,6 +1,7 @@
 """Raise primitive patterns to big ops: the primitive expansion of ``jax.nn.softmax`` /
-``jax.nn.log_softmax`` over one axis becomes a ``softmax`` / ``log_softmax`` node, so that later
-passes (attention, fused cross-entropy) see user-written code the way they see layer code.
+``jax.nn.log_softmax`` over one axis becomes a ``softmax`` / ``log_softmax`` node, and calls of
+``jax.nn.relu`` / ``relu6`` become ``activation`` nodes, so that later passes (attention, fused
+cross-entropy, layout) see user-written code the way they see layer code.
 
 The expansion matched is ``m = max(x, a)`` (optionally ``max(-inf, m)``), broadcast back,
 (optionally ``stop_gradient``), ``d = x - m``, ``e = exp(d)``, ``s = sum(e, a)`` broadcast back, then
@@ -71,15 +72,30 @@ def match_softmax(start: Node, users: dict, consts: dict) -> tuple[str, Value, i
     return None
 
 
+#: ``jax.nn`` functions that trace to a ``custom_jvp_call`` and the activation op computing them.
+ACTIVATION_CALLS = {"relu": "relu", "relu6": "relu6"}
+
+
+def match_activation(node: Node) -> str | None:
+    """The activation op name of a ``custom_jvp_call`` of ``jax.nn.relu``-like functions."""
+    if node.kind != "prim" or node.op != "custom_jvp_call" or len(node.inputs) != 1 or len(node.outputs) != 1:
+        return None
+    name = node.display_name()[len("custom_jvp_call<"):-1] if node.display_name() != node.op else None
+    return ACTIVATION_CALLS.get(name)
+
+
 @register_pass("recognize")
 def recognize_softmax(graph: Graph) -> tuple[Graph, dict]:
     users = graph.users()
-    found: dict[Value, tuple[str, Value, int]] = {}
+    found: dict[Value, tuple[str, Value, dict]] = {}
     for node in graph.nodes:
         match = match_softmax(node, users, graph.consts)
         if match is not None:
             kind, x, axis, out = match
-            found[out] = (kind, x, axis)
+            found[out] = (kind, x, {"axis": axis, "temperature": 1.0})
+        activation = match_activation(node)
+        if activation is not None:
+            found[node.outputs[0]] = ("activation", node.inputs[0], {"act_type": activation})
     if not found:
         return graph, {"ops_recognized": 0}
     rewriter = Rewriter(graph)
@@ -87,9 +103,8 @@ def recognize_softmax(graph: Graph) -> tuple[Graph, dict]:
         kept = rewriter.keep(node)
         for out in node.outputs:
             if out in found:
-                kind, x, axis = found[out]
-                new = rewriter.emit(make_op_node(kind, [rewriter.value(x)], node.scope, types_of(x), axis=axis,
-                                                 temperature=1.0))
+                kind, x, attrs = found[out]
+                new = rewriter.emit(make_op_node(kind, [rewriter.value(x)], node.scope, types_of(out), **attrs))
                 rewriter.replace(kept.outputs[0], new.outputs[0])
     from .dce import dead_code_elimination
     result, stats = dead_code_elimination(rewriter.finish())
