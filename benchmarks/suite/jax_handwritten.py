@@ -114,22 +114,12 @@ def cross_entropy(logits, labels):
     return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - picked)
 
 
-def to_layout(model, name, value):
-    """A canonical array in this module's layout (HWIO kernels; the CNN classifier reading NHWC)."""
-    if value.ndim == 4:
-        return np.ascontiguousarray(value.transpose(2, 3, 1, 0))
-    if model == "cnn" and name == "fc.weight":
-        c = spec.CNN_CHANNELS[-1]
-        return np.ascontiguousarray(value.reshape(-1, c, 4, 4).transpose(0, 2, 3, 1).reshape(value.shape))
-    return value
-
-
 def build(model, batch, variant=None):
     spec_ = spec.param_spec(model)
     init = spec.init_params(model)
     train_names = tuple(n for n, _, kind in spec_ if not kind.startswith("state"))
     state_names = tuple(n for n, _, kind in spec_ if kind.startswith("state"))
-    params = [jnp.asarray(to_layout(model, n, init[n])) for n in train_names]
+    params = [jnp.asarray(spec.channels_last(model, n, init[n])) for n in train_names]
     state = [jnp.asarray(init[n]) for n in state_names]
     momentum = [jnp.zeros_like(w) for w in params]
     x, y = spec.data(model, batch)

@@ -100,7 +100,7 @@ def param_spec(model: str) -> Spec:
         for name, c_in, c_out, stride in resnet_blocks():
             spec += conv(name + ".conv1", c_in, c_out, 3) + batch_norm(name + ".bn1", c_out)
             spec += conv(name + ".conv2", c_out, c_out, 3) + batch_norm(name + ".bn2", c_out)
-            if stride != 1 or c_in != c_out:
+            if has_downsample(c_in, c_out, stride):
                 spec += conv(name + ".down", c_in, c_out, 1) + batch_norm(name + ".down_bn", c_out)
         return spec + dense("fc", 512, CLASSES)
     if model == "transformer":
@@ -161,6 +161,17 @@ def data(model: str, batch: int, seed: int = 1) -> Tuple[np.ndarray, np.ndarray]
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(input_shape(model, batch)).astype(np.float32)
     return x, rng.integers(0, CLASSES, batch).astype(np.int32)
+
+
+def channels_last(model: str, name: str, value: np.ndarray) -> np.ndarray:
+    """A canonical array for a channels-last (NHWC) implementation: convolution kernels as HWIO, and the
+    CNN's classifier weight permuted to read the NHWC flattening. Other arrays are returned unchanged."""
+    if value.ndim == 4:
+        return np.ascontiguousarray(value.transpose(2, 3, 1, 0))
+    if model == "cnn" and name == "fc.weight":
+        c = CNN_CHANNELS[-1]
+        return np.ascontiguousarray(value.reshape(-1, c, 4, 4).transpose(0, 2, 3, 1).reshape(value.shape))
+    return value
 
 
 def to_float(value: Any) -> float:
