@@ -222,18 +222,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--frameworks", nargs="+", choices=list(FRAMEWORKS), default=list(FRAMEWORKS))
-    parser.add_argument("--repeats", type=int, default=15, help="interleaved timed samples per case (max)")
-    parser.add_argument("--budget", type=float, default=90.0,
-                        help="seconds of timed samples per model and mode; at least 3 rounds are taken")
-    parser.add_argument("--sample-ms", type=float, default=50.0, help="target length of one timed sample")
+    parser.add_argument("--repeats", type=int, help="interleaved timed samples per case, at most (default 15)")
+    parser.add_argument("--budget", type=float, help="seconds of timed samples per model and mode, after which "
+                        "sampling stops once 3 rounds are taken (default 90)")
+    parser.add_argument("--sample-ms", type=float, help="target length of one timed sample (default 50)")
     parser.add_argument("--batch", action="append", default=[], metavar="MODEL=N",
                         help="override a model's batch size (repeatable)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 3 rounds, 10 s budget, 10 ms samples")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: defaults of 3 rounds, 10 s budget, 10 ms samples")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "suite"),
                         help="output path prefix for .json, .txt and .png")
     args = parser.parse_args()
-    if args.quick:
-        args.repeats, args.budget, args.sample_ms = 3, 10.0, 10.0
+    for name, (full, quick) in {"repeats": (15, 3), "budget": (90.0, 10.0), "sample_ms": (50.0, 10.0)}.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
     batches = dict(DEFAULT_BATCH)
     for item in args.batch:
         name, _, value = item.partition("=")
