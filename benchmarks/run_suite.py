@@ -53,10 +53,12 @@ def interpreter(framework: str) -> str | None:
 class WorkerProcess:
     """A running worker; ``ask`` sends one request and waits for its JSON reply."""
 
-    def __init__(self, framework: str, python: str):
+    def __init__(self, framework: str, python: str, cpus: int):
         self.framework = framework
         self.log = tempfile.TemporaryFile(mode="w+")
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(ROOT), HYBRID_BENCH_CPUS=str(cpus))
+        if cpus > 0:
+            env.update({name: str(cpus) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
         self.proc = subprocess.Popen([python, "-m", "benchmarks.suite.worker", framework], cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
 
@@ -90,7 +92,7 @@ class WorkerProcess:
                 self.proc.wait()
 
 
-def start_workers(model: str, batch: int, frameworks: list[str], rows: dict) -> dict[str, WorkerProcess]:
+def start_workers(model: str, batch: int, frameworks: list[str], rows: dict, cpus: int) -> dict[str, WorkerProcess]:
     """One worker per framework with ``model`` built; failures go straight into ``rows``."""
     workers = {}
     for framework in frameworks:
@@ -101,7 +103,7 @@ def start_workers(model: str, batch: int, frameworks: list[str], rows: dict) -> 
                 rows[(model, mode, framework)] = dict(base, mode=mode, status="not installed",
                                                       reason="no MXNet venv: run benchmarks/setup_peers.sh")
             continue
-        worker = WorkerProcess(framework, python)
+        worker = WorkerProcess(framework, python, cpus)
         reply = worker.ask("build", model=model, batch=batch)
         for mode in MODES:
             rows[(model, mode, framework)] = dict(base, mode=mode, **reply)
@@ -170,11 +172,11 @@ def _minus(a, b):
 
 
 def run(models: list[str], frameworks: list[str], repeats: int, budget: float, sample_s: float,
-        batches: dict) -> dict:
+        batches: dict, cpus: int) -> dict:
     rows: dict = {}
     for model in models:
         print("%s (batch %d): %s" % (model, batches[model], MODELS[model]), flush=True)
-        workers = start_workers(model, batches[model], frameworks, rows)
+        workers = start_workers(model, batches[model], frameworks, rows, cpus)
         try:
             for mode in MODES:
                 measure_mode(model, mode, workers, rows, repeats, budget, sample_s)
@@ -228,6 +230,10 @@ def main() -> None:
     parser.add_argument("--sample-ms", type=float, help="target length of one timed sample (default 50)")
     parser.add_argument("--batch", action="append", default=[], metavar="MODEL=N",
                         help="override a model's batch size (repeatable)")
+    parser.add_argument("--cpus", type=int, default=1,
+                        help="pin every worker to this many CPUs and size OpenMP/MKL/OpenBLAS pools to match "
+                             "(default 1: the same compute for every framework on a shared machine; 0: the "
+                             "frameworks' own defaults, unpinned)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: defaults of 3 rounds, 10 s budget, 10 ms samples")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "suite"),
@@ -245,11 +251,11 @@ def main() -> None:
     frameworks = list(dict.fromkeys(args.frameworks + ([LIMIT] if LIMIT not in args.frameworks else [])))
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
             "platform": platform.platform(), "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(),
-            "repeats": args.repeats, "budget_s": args.budget, "sample_ms": args.sample_ms, "batches": batches}
+            "cpus_per_worker": args.cpus, "repeats": args.repeats, "budget_s": args.budget, "sample_ms": args.sample_ms, "batches": batches}
     print("benchmark suite, %s, %d CPUs, load average %s" % (meta["date"], meta["cpus"],
                                                              " ".join("%.2f" % v for v in meta["loadavg_start"])))
     start = time.perf_counter()
-    results = run(args.models, frameworks, args.repeats, args.budget, args.sample_ms / 1e3, batches)
+    results = run(args.models, frameworks, args.repeats, args.budget, args.sample_ms / 1e3, batches, args.cpus)
     meta.update(loadavg_end=os.getloadavg(), wall_s=round(time.perf_counter() - start, 1))
     results["meta"] = meta
     text = render(results["rows"])

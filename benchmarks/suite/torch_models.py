@@ -4,6 +4,7 @@ the forward-plus-loss function; backward runs through the compiled graph (AOTAut
 from __future__ import annotations
 
 import torch
+import torch._inductor.config
 import torch.nn.functional as F
 from torch import nn
 
@@ -133,6 +134,7 @@ def build(model, batch, variant="eager"):
 
     predict = net
     if variant == "compile":
+        torch._inductor.config.force_disable_caches = True  # the first call is a cold compile, as for JAX
         forward_loss, predict = torch.compile(forward_loss), torch.compile(net)
 
     def train_step():

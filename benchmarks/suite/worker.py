@@ -112,8 +112,18 @@ class Worker:
         return reply
 
 
+def pin_cpus():
+    """Restrict this process to the first HYBRID_BENCH_CPUS allowed CPUs (0 or unset: no restriction).
+    Done before any framework is imported, so thread pools that size themselves by the CPUs they may use
+    (XLA's among them, which ignores OMP_NUM_THREADS) get that many threads."""
+    count = int(os.environ.get("HYBRID_BENCH_CPUS", "0"))
+    if count > 0 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:count])
+
+
 def main():
     framework = sys.argv[1]
+    pin_cpus()
     reply_stream = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # stray prints of the frameworks must not corrupt the replies
     sys.stdout = sys.stderr
