@@ -40,8 +40,8 @@ def draw(results: dict, path: str) -> None:
             ax.text(row["median_ms"], y, " " + label, va="center", fontsize=7)
         ax.set_xlim(right=max(values) * 8)
     meta = results.get("meta", {})
-    fig.suptitle("hybrid benchmark suite, %s, %s CPUs, load %s" % (
-        meta.get("date", "?"), meta.get("cpus", "?"),
+    fig.suptitle("hybrid benchmark suite, %s, %s CPU(s) per worker of %s, load %s" % (
+        meta.get("date", "?"), meta.get("cpus_per_worker", "?"), meta.get("cpus", "?"),
         " ".join("%.1f" % v for v in meta.get("loadavg_start", []))), fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.985))
     fig.savefig(path, dpi=90)
