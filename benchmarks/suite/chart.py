@@ -38,7 +38,7 @@ def draw(results: dict, path: str) -> None:
         for y, row in enumerate(cases):
             label = "%.3g ms" % row["median_ms"] + (" (%.2fx)" % row["ratio"] if "ratio" in row else "")
             ax.text(row["median_ms"], y, " " + label, va="center", fontsize=7)
-        ax.set_xlim(right=max(values) * 8)
+        ax.set_xlim(min(values) / 2, max(values) * 8)  # every bar keeps a visible length on the log axis
     meta = results.get("meta", {})
     fig.suptitle("hybrid benchmark suite, %s, %s CPU(s) per worker of %s, load %s" % (
         meta.get("date", "?"), meta.get("cpus_per_worker", "?"), meta.get("cpus", "?"),
