@@ -1,17 +1,21 @@
 """hybrid: a Gluon-style imperative/symbolic deep-learning framework on JAX.
 
     import hybrid
-    from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock
+    from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock, SymbolBlock
     from hybrid import data, utils
 """
-from . import autograd, errors, graph, init, loss, nn, optimizer, random
+from . import autograd, data, errors, graph, init, loss, lr_scheduler, metric, nn, optimizer, random, utils
+from . import rnn
 from .block import Block, HybridBlock
+from .compile import CompiledStep, compile
+from . import export
+from .export import SymbolBlock
 from .inspect import Inspection, inspect
 from .parameter import Constant, Parameter
 from .trainer import Trainer
-from . import data, utils
 
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
-           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils"]
+           "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
+           "compile", "CompiledStep", "export", "SymbolBlock", "rnn"]

@@ -69,7 +69,7 @@ class _Scope:
     def __enter__(self) -> "_Scope":
         self._saved.append((_state.recording, _state.training))
         if self._recording and not _state.recording:
-            _tape.clear()
+            current_tape().clear()
         if self._recording is not None:
             _state.recording = self._recording
         if self._training is not None:
@@ -152,14 +152,25 @@ class _Tape(threading.local):
 _tape = _Tape()
 
 
+def new_tape() -> _Tape:
+    """An empty tape (whole-step traces keep their own)."""
+    return _Tape()
+
+
+def current_tape() -> _Tape:
+    """The tape of the enclosing whole-step trace, else the thread's tape."""
+    frame = functional.compile_frame()
+    return frame.tape if frame is not None else _tape
+
+
 def needs_grad(array: Any) -> bool:
     """True when ``array`` was produced by a recorded node (so gradients must flow into it)."""
-    return _state.recording and _tape.producer_of(array) is not None
+    return _state.recording and current_tape().producer_of(array) is not None
 
 
 def record_node(node: TapeNode) -> None:
     """Append a block call to the tape (called by Block.__call__ while recording)."""
-    _tape.add(node)
+    current_tape().add(node)
 
 
 def _as_list(x: Any) -> list:
@@ -178,7 +189,8 @@ def _filled(shape: tuple, dtype: Any, value: int) -> jax.Array:
     if array is None:
         if len(_FILLED) > 256:
             _FILLED.clear()
-        array = _FILLED[key] = jnp.full(shape, value, dtype)
+        with functional.no_frame(), jax.ensure_compile_time_eval():
+            array = _FILLED[key] = jnp.full(shape, value, dtype)
     return array
 
 
@@ -193,16 +205,17 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         AutogradError: a head was not produced by a recorded block, or a recorded block
             with trainable parameters does not reach the heads. No gradient is written then.
     """
+    tape = current_tape()
     heads = _as_list(heads)
     grads_in = [None] * len(heads) if head_grads is None else _as_list(head_grads)
     if len(grads_in) != len(heads):
         raise AutogradError(f"backward got {len(heads)} heads but {len(grads_in)} head_grads")
-    if not _tape.nodes:
+    if not tape.nodes:
         raise AutogradError("backward(): nothing was recorded. Compute the heads inside "
                             "`with autograd.record():` by calling blocks (e.g. loss = loss_fn(net(x), y)).")
     cotangents: dict[tuple[int, int], Any] = {}
     for i, (head, head_grad) in enumerate(zip(heads, grads_in)):
-        entry = _tape.producer_of(head)
+        entry = tape.producer_of(head)
         if entry is None:
             raise AutogradError(
                 f"backward(): head {i} (shape {getattr(head, 'shape', '?')}) was not output by a block called "
@@ -216,8 +229,8 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 
     param_grads: dict[Parameter, Any] = {}
     reached = set()
-    for index in range(len(_tape.nodes) - 1, -1, -1):
-        node = _tape.nodes[index]
+    for index in range(len(tape.nodes) - 1, -1, -1):
+        node = tape.nodes[index]
         outs = [cotangents.pop((index, j), None) for j in range(len(node.outputs))]
         if all(c is None for c in outs):
             continue
@@ -227,21 +240,27 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         for param, g in zip(node.params, p_cts):
             param_grads[param] = param_grads[param] + g if param in param_grads else g
         for array, g in zip(node.inputs, in_cts):
-            entry = _tape.producer_of(array)
+            entry = tape.producer_of(array)
             if entry is not None:
                 cotangents[entry] = cotangents[entry] + g if entry in cotangents else g
 
-    unreached = [node.owner for i, node in enumerate(_tape.nodes) if i not in reached and node.params]
+    unreached = [node.owner for i, node in enumerate(tape.nodes) if i not in reached and node.params]
     if unreached:
         raise AutogradError(
             f"backward(): the output of recorded block(s) {unreached} never reaches the heads through "
             "recorded computation, so their parameters would get no gradient. Either an unrecorded "
             "operation sits between blocks (move it into a block, e.g. HybridLambda), or the call is not "
             "part of the loss (run it under autograd.pause() or outside record()).")
-    for param, g in param_grads.items():
-        param._accumulate_grad(g)
+    if functional.compile_frame() is not None:
+        for param, g in param_grads.items():
+            param._accumulate_grad(g)
+    else:
+        for param, g in param_grads.items():  # Parameter._accumulate_grad, inlined: this loop is per step
+            if param._grad_req == "add" and param._grad is not None and not param._grad_dropped:
+                g = param._grad + g
+            param._grad, param._grad_fresh, param._grad_dropped = g, True, False
     if not retain_graph:
-        _tape.clear()
+        tape.clear()
 
 
 # -- functional form ----------------------------------------------------------------

@@ -247,14 +247,18 @@ class Block:
     def _dispatch(self, args: tuple, kwargs: dict) -> Any:
         frame = functional.current()
         if frame is not None:
-            if self._active and frame.kind != "trace":
+            if frame.kind == "trace":  # inside a hybridize trace: inline into the enclosing graph
+                return self._run_forward((args, kwargs))
+            if frame.kind == "compile" and autograd.is_recording():
+                return cached_op.record_call(self, (args, kwargs))
+            if self._active:
                 return self._get_cached_op()((args, kwargs))
             return self._run_forward((args, kwargs))
         if self._active and not _call_state.force_eager:
             return self._get_cached_op()((args, kwargs))
         args, kwargs = _to_jax(args), _to_jax(kwargs)
         if autograd.is_recording():
-            return cached_op.call_recorded_eager(self, (args, kwargs))
+            return cached_op.record_call(self, (args, kwargs))
         return self._run_forward((args, kwargs))
 
     def _run_forward(self, packed: tuple) -> Any:
@@ -332,14 +336,17 @@ class Block:
     def load_parameters(self, filename: str, device: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
                         dtype_source: str = "current") -> None:
-        """Load parameters saved by ``save_parameters``. Nothing is changed unless all checks pass.
+        """Load parameters saved by ``save_parameters``, or an MXNet ``.params`` file (names mapped as
+        described in docs/file-formats.md). Nothing is changed unless all checks pass.
 
-        Raises ValueError naming missing/extra names, ShapeError on shape mismatches,
-        TypeError on dtype mismatches unless ``cast_dtype`` (then ``dtype_source`` is
-        ``'current'`` to keep the parameters' dtypes or ``'saved'`` to adopt the file's).
+        Raises ValueError naming missing/extra names (FormatError, a ValueError, for a
+        corrupted file), ShapeError on shape mismatches, TypeError on dtype mismatches
+        unless ``cast_dtype`` (then ``dtype_source`` is ``'current'`` to keep the
+        parameters' dtypes or ``'saved'`` to adopt the file's).
         """
-        loaded = serialization.load_arrays(filename)
+        from .export.params_file import load_parameter_file
         params = self.collect_params()
+        loaded = load_parameter_file(filename, params)
         present = {id(params[n]) for n in params if n in loaded}
         missing = [n for n, p in params.items() if n not in loaded and id(p) not in present]
         if missing and not allow_missing:
@@ -464,6 +471,16 @@ class HybridBlock(Block):
         object.__setattr__(self, "_cached_op", None)
         for child in self._children.values():
             child.hybridize(active, static_alloc=static_alloc, static_shape=static_shape, passes=passes)
+
+    def export(self, path: str, epoch: int = 0) -> tuple[str, str]:
+        """Write ``path-symbol.json`` (the traced graphs, predict and train mode, for every input shape
+        called since ``hybridize()``) and ``path-EEEE.params``; returns both file names.
+
+        Load them with ``hybrid.SymbolBlock.imports``. Raises RuntimeError before the first
+        hybridized call, ``hybrid.export.ExportError`` for graphs with no file form.
+        """
+        from .export.symbol_json import export_block
+        return export_block(self, path, epoch)
 
     def _get_cached_op(self) -> cached_op.CachedOp:
         op = self._cached_op

@@ -197,11 +197,37 @@ class CompiledForward:
             return results[:n_out], results[n_out:]
 
         self.forward = forward
-        self.infer = jax.jit(forward)
+        # State parameters (e.g. BatchNorm statistics) are passed separately so that their old
+        # buffers can be donated: the program overwrites them.
+        written = set(self.state_params)
+        self.state_index = [i for i, p in enumerate(self.params) if p in written]
+        self.other_index = [i for i, p in enumerate(self.params) if p not in written]
+        self.state_inputs = [self.params[i] for i in self.state_index]
+        self.other_inputs = [self.params[i] for i in self.other_index]
+        self._donate = (0,) if self.state_index else ()
+
+        def infer(state_values, other_values, input_values, rng):
+            return forward(self.merge(state_values, other_values), input_values, rng)
+
+        self.infer = jax.jit(infer, donate_argnums=self._donate)
+        self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
         self.diff_index = [i for i, p in enumerate(self.params) if p.grad_req != "null"]
         self.diff_params = [self.params[i] for i in self.diff_index]
         self._train: dict[tuple, Callable] = {}
         self.backward = jax.jit(lambda vjp_fn, cotangents: vjp_fn(cotangents))
+
+    def merge(self, state_values: Sequence, other_values: Sequence) -> list:
+        """Parameter values in graph order from the state and non-state lists."""
+        values = [None] * len(self.params)
+        for i, v in zip(self.state_index, state_values):
+            values[i] = v
+        for i, v in zip(self.other_index, other_values):
+            values[i] = v
+        return values
+
+    def current_values(self) -> tuple[list, list]:
+        """The parameters' arrays as (state, non-state) lists, the form the jitted entry points take."""
+        return list(map(_get_data, self.state_inputs)), list(map(_get_data, self.other_inputs))
 
     def train_forward(self, input_index: tuple[int, ...]) -> Callable:
         """Jitted ``(params, inputs, rng) -> (outputs, states, vjp_fn)`` differentiating the
@@ -210,7 +236,9 @@ class CompiledForward:
         if fn is None:
             diff_index, forward = self.diff_index, self.forward
 
-            def train(param_values, input_values, rng):
+            def train(state_values, other_values, input_values, rng):
+                param_values = self.merge(state_values, other_values)
+
                 def f(p_diff, i_diff):
                     pv, iv = list(param_values), list(input_values)
                     for i, v in zip(diff_index, p_diff):
@@ -224,7 +252,7 @@ class CompiledForward:
                 outputs, vjp_fn, states = jax.vjp(f, p_diff, i_diff, has_aux=True)
                 return outputs, states, vjp_fn
 
-            fn = self._train[input_index] = jax.jit(train)
+            fn = self._train[input_index] = jax.jit(train, donate_argnums=self._donate)
         return fn
 
 
@@ -252,18 +280,19 @@ class CachedOp:
         frame = functional.current()
         if frame is not None:
             return self._call_in_frame(entry, arrays, frame)
-        params = list(map(_get_data, entry.params))
+        state_values, other_values = entry.current_values()
         rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
         if autograd.is_recording():
-            return self._call_recorded(entry, params, arrays, rng)
-        outputs, states = entry.infer(params, arrays, rng)
+            return self._call_recorded(entry, state_values, other_values, arrays, rng)
+        outputs, states = entry.infer(state_values, other_values, arrays, rng)
         for param, state in zip(entry.state_params, states):
             param._data = state
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
-    def _call_recorded(self, entry: CompiledForward, params: list, arrays: list, rng: tuple) -> Any:
+    def _call_recorded(self, entry: CompiledForward, state_values: list, other_values: list, arrays: list,
+                       rng: tuple) -> Any:
         input_index = tuple(i for i, a in enumerate(arrays) if autograd.needs_grad(a))
-        outputs, states, vjp_fn = entry.train_forward(input_index)(params, arrays, rng)
+        outputs, states, vjp_fn = entry.train_forward(input_index)(state_values, other_values, arrays, rng)
         for param, state in zip(entry.state_params, states):
             param._data = state
         backward = entry.backward
@@ -273,56 +302,77 @@ class CachedOp:
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
     def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: functional.Frame) -> Any:
-        params = [p.data() for p in entry.params]
         rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
-        outputs, states = entry.infer(params, arrays, rng)
+        outputs, states = entry.infer_in_frame([p.data() for p in entry.params], arrays, rng)
         for param, state in zip(entry.state_params, states):
             param.set_data(state)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
 
-def call_recorded_eager(block: Any, args: tuple) -> Any:
-    """Run an un-hybridized block under ``jax.vjp`` and put it on the tape."""
+def _python_forward(block: Any, spec: ArgSpec, params: list[Parameter], info: dict) -> Callable:
+    """The block's Python forward as a function of (parameter values, input values)."""
+    def forward(param_values, input_values):
+        with functional.frame(dict(zip(params, param_values)), kind="functional") as fr:
+            out = block._run_forward(spec.rebuild(input_values))
+        out_leaves, info["out_tree"] = jax.tree_util.tree_flatten(out)
+        info["states"] = list(fr.updates)
+        info["missing"] = [p for p in fr.missing if p.grad_req != "null" and p not in params]
+        info["accessed"] = fr.accessed
+        return out_leaves, list(fr.updates.values())
+    return forward
+
+
+def record_call(block: Any, args: tuple) -> Any:
+    """Run ``block`` under ``jax.vjp`` and put it on the tape.
+
+    Used for un-hybridized blocks, and for every block inside a whole-step trace (where
+    parameter values come from the trace's frame and hybridized blocks run their
+    optimised graph)."""
     leaves, treedef = jax.tree_util.tree_flatten(args)
     spec = ArgSpec(leaves, treedef)
     arrays = [leaves[i] for i in spec.array_pos]
     input_index = [i for i, a in enumerate(arrays) if autograd.needs_grad(a)]
+    in_frame = functional.current() is not None
+    info: dict = {}
     for _attempt in range(3):
-        params = [p for p in unique_params(block.collect_params()) if p._data is not None]
-        diff = [p for p in params if p.grad_req != "null"]
-        info: dict = {}
+        if block._active:
+            entry, arrays = block._get_cached_op().entry(args)
+            params = entry.params
+            rng = (functional.current().next_key(), np.uint32(0)) if entry.uses_rng else ()
+            info.update(out_tree=entry.out_tree, states=entry.state_params, missing=[], accessed=set(params))
+
+            def forward(param_values, input_values, entry=entry, rng=rng):
+                return entry.forward(param_values, input_values, rng)
+        else:
+            params = [p for p in unique_params(block.collect_params()) if p._data is not None]
+            forward = _python_forward(block, spec, params, info)
+        values = [p.data() for p in params] if in_frame else [p._data for p in params]
+        diff_index = [i for i, p in enumerate(params) if p.grad_req != "null"]
 
         def f(p_diff, i_diff):
-            values = dict(zip(diff, p_diff))
-            inputs = list(arrays)
+            pv, iv = list(values), list(arrays)
+            for i, v in zip(diff_index, p_diff):
+                pv[i] = v
             for i, v in zip(input_index, i_diff):
-                inputs[i] = v
-            with functional.frame(values, kind="functional") as fr:
-                out = block._run_forward(spec.rebuild(inputs))
-            out_leaves, info["out_tree"] = jax.tree_util.tree_flatten(out)
-            info["states"] = list(fr.updates)
-            info["missing"] = [p for p in fr.missing if p.grad_req != "null" and p not in values]
-            info["accessed"] = fr.accessed
-            return out_leaves, list(fr.updates.values())
+                iv[i] = v
+            return forward(pv, iv)
 
-        outputs, vjp_fn, states = jax.vjp(f, [p._data for p in diff], [arrays[i] for i in input_index],
+        outputs, vjp_fn, states = jax.vjp(f, [values[i] for i in diff_index], [arrays[i] for i in input_index],
                                           has_aux=True)
         if not info["missing"]:
             break
     for param, state in zip(info["states"], states):
-        param._data = state
-    used = [p for p in diff if p in info["accessed"]]
-    if used:
-        keep = [i for i, p in enumerate(diff) if p in info["accessed"]]
+        if in_frame:
+            param.set_data(state)
+        else:
+            param._data = state
+    diff = [params[i] for i in diff_index]
+    keep = [i for i, p in enumerate(diff) if p in info["accessed"]]
 
-        def vjp(cotangents):
-            p_cts, i_cts = vjp_fn(cotangents)
-            return [p_cts[i] for i in keep], i_cts
-        autograd.record_node(autograd.TapeNode(type(block).__name__, used,
-                                               [arrays[i] for i in input_index], outputs, vjp))
-    elif input_index:
-        autograd.record_node(autograd.TapeNode(type(block).__name__, [], [arrays[i] for i in input_index],
-                                               outputs, lambda cts: ([], vjp_fn(cts)[1])))
-    else:
-        autograd.record_node(autograd.TapeNode(type(block).__name__, [], [], outputs, lambda cts: ([], [])))
+    def vjp(cotangents):
+        p_cts, i_cts = vjp_fn(cotangents)
+        return [p_cts[i] for i in keep], i_cts
+
+    autograd.record_node(autograd.TapeNode(type(block).__name__, [diff[i] for i in keep],
+                                           [arrays[i] for i in input_index], outputs, vjp))
     return jax.tree_util.tree_unflatten(info["out_tree"], outputs)

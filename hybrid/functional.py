@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
+import jax.numpy as jnp
 
 _local = threading.local()
 
@@ -27,9 +28,9 @@ class Frame:
     compiled graph).
     """
 
-    __slots__ = ("values", "updates", "accessed", "missing", "key", "key_count", "kind")
+    __slots__ = ("values", "updates", "accessed", "missing", "key", "key_count", "kind", "parent")
 
-    def __init__(self, values: dict, key: Any = None, kind: str = "functional"):
+    def __init__(self, values: dict, key: Any = None, kind: str = "functional", parent: "Frame | None" = None):
         self.values = values
         self.updates: dict = {}
         self.accessed: dict = {}
@@ -37,6 +38,7 @@ class Frame:
         self.key = key
         self.key_count = 0
         self.kind = kind
+        self.parent = parent
 
     def lookup(self, param) -> Any:
         """The array standing for ``param`` in this frame, or None if it is not supplied."""
@@ -46,13 +48,99 @@ class Frame:
             value = self.values.get(param)
         return value
 
+    def store(self, param, value: Any) -> None:
+        """Record ``param.set_data(value)`` made while this frame is active."""
+        if param not in self.values and param not in self.updates:
+            self.missing[param] = True
+        self.accessed[param] = True
+        self.updates[param] = value
+
     def next_key(self) -> jax.Array:
-        """A fresh PRNG key derived from the frame's key; records that randomness is used."""
+        """A fresh PRNG key derived from the frame's key; records that randomness is used.
+
+        A frame without a key of its own draws from the enclosing frame, or else from the
+        global stream."""
         if self.key is None:
+            if self.parent is not None:
+                return self.parent.next_key()
             from . import random as _random
             self.key = _random.next_key_eager()
         elif isinstance(self.key, tuple):  # (base key, call counter) inputs of a compiled program
             self.key = jax.random.fold_in(*self.key)
+        self.key_count += 1
+        return jax.random.fold_in(self.key, self.key_count)
+
+
+class CompileFrame(Frame):
+    """The frame of a whole-step trace (``hybrid.compile``).
+
+    Every piece of state the step reads or writes is a *cell* with a key, a getter and a
+    setter (parameter data, gradients, optimizer states...). A cell read for the first time
+    during discovery returns its current concrete value and is recorded in ``missing_cells``;
+    the next trace receives it as an input. Writes are collected in ``writes`` and become
+    outputs. Host inputs are values computed in Python before each call (learning rate,
+    random counter). Gradient freshness and the autograd tape are local to the trace.
+    """
+
+    __slots__ = ("cell_inputs", "reads", "writes", "setters", "missing_cells", "host_values", "host_inputs",
+                 "missing_host", "fresh", "tape")
+
+    def __init__(self, cell_inputs: dict, host_values: dict, tape: Any):
+        super().__init__({}, key=None, kind="compile")
+        self.cell_inputs = cell_inputs
+        self.reads: dict = {}
+        self.writes: dict = {}
+        self.setters: dict = {}
+        self.missing_cells: dict = {}
+        self.host_values = host_values
+        self.host_inputs: dict = {}
+        self.missing_host: dict = {}
+        self.fresh: dict = {}
+        self.tape = tape
+
+    def read(self, key: Any, getter: Callable[[], Any]) -> Any:
+        """The current value of a cell: written earlier in the step, an input, or (discovery) concrete."""
+        if key in self.writes:
+            return self.writes[key]
+        self.reads[key] = getter
+        if key in self.cell_inputs:
+            return self.cell_inputs[key]
+        value = getter()
+        self.missing_cells[key] = getter
+        return value
+
+    def write(self, key: Any, getter: Callable[[], Any], setter: Callable[[Any], None], value: Any) -> None:
+        """Set a cell; the value is written back with ``setter`` after every call."""
+        self.writes[key] = value
+        self.setters[key] = (getter, setter)
+
+    def host_input(self, key: Any, compute: Callable[[], Any], shape: tuple, dtype: Any) -> Any:
+        """A value computed on the host by ``compute()`` before each call, as a program input."""
+        self.host_inputs[key] = (compute, shape, dtype)
+        if key in self.host_values:
+            return self.host_values[key]
+        self.missing_host[key] = (compute, shape, dtype)
+        with jax.ensure_compile_time_eval():
+            if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+                return jax.random.key(0)
+            return jnp.zeros(shape, dtype)
+
+    def lookup(self, param) -> Any:
+        if param._data is None:
+            return None
+        return self.read(("data", param), lambda: param._data)
+
+    def store(self, param, value: Any) -> None:
+        def setter(new, p=param):
+            p._data = new
+        self.write(("data", param), lambda p=param: p._data, setter, value)
+
+    def next_key(self) -> jax.Array:
+        if self.key is None:
+            from . import random as _random
+            base = self.host_input("rng_base", _random.base_key, (), _random.base_key().dtype)
+            counter = self.host_input("rng_counter", _random.next_counter, (), jnp.uint32)
+            self.key = jax.random.fold_in(base, counter)
         self.key_count += 1
         return jax.random.fold_in(self.key, self.key_count)
 
@@ -62,11 +150,16 @@ def current() -> Frame | None:
     return getattr(_local, "frame", None)
 
 
+def compile_frame() -> CompileFrame | None:
+    """The enclosing whole-step trace's frame, or None."""
+    return getattr(_local, "compile_frame", None)
+
+
 @contextmanager
 def frame(values: dict, key: Any = None, kind: str = "functional") -> Iterator[Frame]:
-    """Activate a new frame for the duration of the ``with`` block."""
-    new = Frame(values, key, kind)
+    """Activate a new frame (nested in the current one) for the duration of the ``with`` block."""
     previous = getattr(_local, "frame", None)
+    new = Frame(values, key, kind, previous)
     _local.frame = new
     try:
         yield new
@@ -75,11 +168,22 @@ def frame(values: dict, key: Any = None, kind: str = "functional") -> Iterator[F
 
 
 @contextmanager
+def activate_compile_frame(new: CompileFrame) -> Iterator[CompileFrame]:
+    """Make ``new`` the current frame and the current whole-step frame."""
+    previous, previous_compile = getattr(_local, "frame", None), getattr(_local, "compile_frame", None)
+    _local.frame, _local.compile_frame = new, new
+    try:
+        yield new
+    finally:
+        _local.frame, _local.compile_frame = previous, previous_compile
+
+
+@contextmanager
 def no_frame() -> Iterator[None]:
     """Temporarily run imperatively, e.g. to initialise a parameter during a trace."""
-    previous = getattr(_local, "frame", None)
-    _local.frame = None
+    previous, previous_compile = getattr(_local, "frame", None), getattr(_local, "compile_frame", None)
+    _local.frame, _local.compile_frame = None, None
     try:
         yield
     finally:
-        _local.frame = previous
+        _local.frame, _local.compile_frame = previous, previous_compile

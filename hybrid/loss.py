@@ -13,7 +13,8 @@ from .errors import ShapeError
 from .graph import layer_ops
 
 __all__ = ["Loss", "L2Loss", "L1Loss", "SoftmaxCrossEntropyLoss", "SoftmaxCELoss",
-           "SigmoidBinaryCrossEntropyLoss", "SigmoidBCELoss"]
+           "SigmoidBinaryCrossEntropyLoss", "SigmoidBCELoss", "KLDivLoss", "HuberLoss", "HingeLoss",
+           "SquaredHingeLoss", "LogisticLoss", "TripletLoss", "PoissonNLLLoss", "CosineEmbeddingLoss", "CTCLoss"]
 
 
 class Loss(HybridBlock):
@@ -126,3 +127,220 @@ class SigmoidBinaryCrossEntropyLoss(Loss):
 
 
 SigmoidBCELoss = SigmoidBinaryCrossEntropyLoss
+
+
+class KLDivLoss(Loss):
+    """``label * (log(label) - pred)``, averaged per sample; ``pred`` holds log-probabilities
+    (``from_logits=True``) or unnormalised scores, log-softmaxed over ``axis`` otherwise."""
+
+    def __init__(self, from_logits: bool = True, axis: int = -1, weight: float | None = None, batch_axis: int = 0):
+        super().__init__(weight, batch_axis)
+        self._from_logits, self._axis = from_logits, axis
+
+    def forward(self, pred, label, sample_weight=None):
+        label = self._label_like(label, pred)
+        log_prob = pred if self._from_logits else layer_ops.log_softmax(pred, axis=self._axis % pred.ndim)
+        loss = label * (jnp.log(label + 1e-12) - log_prob)
+        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+
+
+class HuberLoss(Loss):
+    """Smooth L1: ``0.5 / rho * d**2`` where ``|d| <= rho``, else ``|d| - 0.5 * rho``
+    (``d = label - pred``), averaged per sample."""
+
+    def __init__(self, rho: float = 1, weight: float | None = None, batch_axis: int = 0):
+        super().__init__(weight, batch_axis)
+        if rho <= 0:
+            raise ValueError(f"HuberLoss: rho must be positive, got {rho}")
+        self._rho = rho
+
+    def forward(self, pred, label, sample_weight=None):
+        error = jnp.abs(self._label_like(label, pred) - pred)
+        loss = jnp.where(error > self._rho, error - 0.5 * self._rho, (0.5 / self._rho) * jnp.square(error))
+        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+
+
+class HingeLoss(Loss):
+    """``max(0, margin - pred * label)`` for labels in {-1, 1}, averaged per sample."""
+
+    _power = 1
+
+    def __init__(self, margin: float = 1, weight: float | None = None, batch_axis: int = 0):
+        super().__init__(weight, batch_axis)
+        self._margin = margin
+
+    def forward(self, pred, label, sample_weight=None):
+        loss = jax.nn.relu(self._margin - pred * self._label_like(label, pred)) ** self._power
+        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+
+
+class SquaredHingeLoss(HingeLoss):
+    """``max(0, margin - pred * label) ** 2`` for labels in {-1, 1}, averaged per sample."""
+
+    _power = 2
+
+
+class LogisticLoss(Loss):
+    """``log(1 + exp(-pred * label))`` for labels in {-1, 1} (``label_format='signed'``) or
+    {0, 1} (``'binary'``), computed stably, averaged per sample.
+
+    Raises:
+        ValueError: unknown ``label_format``.
+    """
+
+    def __init__(self, weight: float | None = None, batch_axis: int = 0, label_format: str = "signed"):
+        super().__init__(weight, batch_axis)
+        if label_format not in ("signed", "binary"):
+            raise ValueError(f"LogisticLoss: label_format must be 'signed' or 'binary', got {label_format!r}")
+        self._label_format = label_format
+
+    def forward(self, pred, label, sample_weight=None):
+        label = self._label_like(label, pred)
+        if self._label_format == "signed":
+            label = (label + 1.0) / 2.0
+        loss = jax.nn.relu(pred) - pred * label + jax.nn.softplus(-jnp.abs(pred))
+        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+
+
+class TripletLoss(Loss):
+    """``max(0, ||positive - pred||**2 - ||negative - pred||**2 + margin)`` with the squared
+    distances summed over all non-batch axes; one value per sample."""
+
+    def __init__(self, margin: float = 1, weight: float | None = None, batch_axis: int = 0):
+        super().__init__(weight, batch_axis)
+        self._margin = margin
+
+    def forward(self, pred, positive, negative, sample_weight=None):
+        positive, negative = self._label_like(positive, pred), self._label_like(negative, pred)
+        gap = jnp.square(positive - pred) - jnp.square(negative - pred)
+        axes = tuple(i for i in range(pred.ndim) if i != self._batch_axis % pred.ndim)
+        loss = jax.nn.relu(jnp.sum(gap, axis=axes) + self._margin)
+        return self._apply_weighting(loss, self._weight, sample_weight)
+
+
+class PoissonNLLLoss(Loss):
+    """Poisson negative log-likelihood of ``target``, averaged per sample:
+    ``exp(pred) - target * pred`` (``from_logits``, pred = log rate) or
+    ``pred - target * log(pred + epsilon)``; ``compute_full`` adds Stirling's term
+    ``target * log(target) - target + 0.5 * log(2 * pi * target)`` where ``target > 1``."""
+
+    def __init__(self, weight: float | None = None, from_logits: bool = True, batch_axis: int = 0,
+                 compute_full: bool = False):
+        super().__init__(weight, batch_axis)
+        self._from_logits, self._compute_full = from_logits, compute_full
+
+    def forward(self, pred, target, sample_weight=None, epsilon: float = 1e-08):
+        target = self._label_like(target, pred)
+        if self._from_logits:
+            loss = jnp.exp(pred) - target * pred
+        else:
+            loss = pred - target * jnp.log(pred + epsilon)
+        if self._compute_full:
+            safe = jnp.where(target > 1, target, 1.0)
+            stirling = safe * jnp.log(safe) - safe + 0.5 * jnp.log(2 * math.pi * safe)
+            loss = loss + jnp.where(target > 1, stirling, 0.0)
+        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+
+
+class CosineEmbeddingLoss(Loss):
+    """With ``cos`` the cosine similarity of ``input1`` and ``input2`` along the last axis:
+    ``1 - cos`` where ``label == 1``, ``max(0, cos - margin)`` where ``label == -1``;
+    ``label`` has one entry per sample. Averaged per sample."""
+
+    def __init__(self, weight: float | None = None, batch_axis: int = 0, margin: float = 0):
+        super().__init__(weight, batch_axis)
+        self._margin = margin
+
+    def forward(self, input1, input2, label, sample_weight=None):
+        input1 = self._label_like(input1, input2)
+        dot = jnp.sum(input1 * input2, axis=-1)
+        norms = jnp.linalg.norm(input1, axis=-1) * jnp.linalg.norm(input2, axis=-1)
+        cos = dot / jnp.maximum(norms, 1e-12)
+        label = jnp.reshape(label, label.shape[:1] + (1,) * (cos.ndim - 1))
+        loss = jnp.where(label == 1, 1 - cos, jnp.where(label == -1, jax.nn.relu(cos - self._margin), 0.0))
+        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+
+
+class CTCLoss(Loss):
+    """Connectionist temporal classification: ``-log p(label | pred)`` summed over alignments.
+
+    ``pred``: unnormalised scores, ``(N, T, C)`` for ``layout='NTC'`` or ``(T, N, C)`` for
+    ``'TNC'``; the last class ``C - 1`` is the blank. ``label``: class indices ``(N, L)``
+    (``label_layout='NT'``) or ``(L, N)`` (``'TN'``), padded with ``-1``. ``pred_lengths`` and
+    ``label_lengths`` (``(N,)`` ints) default to ``T`` and to the count before the first ``-1``.
+    Returns ``(N,)``; ``inf`` (with zero gradient) where no alignment fits in ``pred_lengths``.
+
+    Raises:
+        ValueError: unknown layout. ShapeError: ``pred``/``label`` batch sizes differ.
+    """
+
+    def __init__(self, layout: str = "NTC", label_layout: str = "NT", weight: float | None = None):
+        if layout not in ("NTC", "TNC"):
+            raise ValueError(f"CTCLoss: layout must be 'NTC' or 'TNC', got {layout!r}")
+        if label_layout not in ("NT", "TN"):
+            raise ValueError(f"CTCLoss: label_layout must be 'NT' or 'TN', got {label_layout!r}")
+        super().__init__(weight, label_layout.find("N"))
+        self._layout, self._label_layout = layout, label_layout
+
+    def forward(self, pred, label, pred_lengths=None, label_lengths=None, sample_weight=None):
+        if self._layout == "NTC":
+            pred = jnp.swapaxes(pred, 0, 1)
+        if self._label_layout == "TN":
+            label = jnp.swapaxes(label, 0, 1)
+        batch = pred.shape[1]
+        if label.ndim != 2 or label.shape[0] != batch:
+            raise ShapeError(f"CTCLoss: label of shape {label.shape} does not match prediction with batch size "
+                             f"{batch} (expected ({batch}, label_length) in layout NT)")
+        loss = ctc_negative_log_likelihood(pred, label, pred_lengths, label_lengths)
+        if sample_weight is not None:
+            sample_weight = jnp.reshape(sample_weight, (batch,))
+        return self._apply_weighting(loss, self._weight, sample_weight)
+
+
+_IMPOSSIBLE = -1e30  # finite stand-in for log(0): keeps gradients of unreachable states at 0, not NaN
+
+
+@jax.jit
+def ctc_negative_log_likelihood(scores, label, pred_lengths=None, label_lengths=None):
+    """CTC forward algorithm in log space with ``lax.scan`` over time.
+
+    Args: scores ``(T, N, C)`` before softmax, blank ``C - 1``; label ``(N, L)`` padded with
+    ``-1``; pred_lengths, label_lengths ``(N,)`` ints or None (``T``; count before the first
+    ``-1``). Returns ``(N,)``.
+    """
+    log_probs = jax.nn.log_softmax(scores, axis=-1)
+    label = label.astype(jnp.int32)
+    if label_lengths is None:
+        padded = label < 0
+        label_lengths = jnp.where(padded.any(axis=1), jnp.argmax(padded, axis=1), label.shape[1])
+    label_lengths = jnp.asarray(label_lengths, jnp.int32)
+    pred_lengths = jnp.full(label.shape[:1], scores.shape[0], jnp.int32) if pred_lengths is None else \
+        jnp.asarray(pred_lengths, jnp.int32)
+    steps, batch, classes = log_probs.shape
+    blank = classes - 1
+    # extended label: blank, l1, blank, l2, ..., blank (length 2L + 1)
+    extended = jnp.full((batch, 2 * label.shape[1] + 1), blank, jnp.int32)
+    extended = extended.at[:, 1::2].set(jnp.where(label < 0, blank, label))
+    positions = extended.shape[1]
+    # a non-blank state may skip the blank before it when its label differs from the previous label
+    skip = (extended != blank) & (extended != jnp.roll(extended, 2, axis=1))
+    skip = skip.at[:, :2].set(False)
+    emit = lambda t: jnp.take_along_axis(log_probs[t], extended, axis=1)
+
+    alpha = jnp.full((batch, positions), _IMPOSSIBLE, log_probs.dtype)
+    alpha = alpha.at[:, :2].set(emit(0)[:, :2])
+
+    def step(alpha, t):
+        shifted1 = jnp.pad(alpha[:, :-1], ((0, 0), (1, 0)), constant_values=_IMPOSSIBLE)
+        shifted2 = jnp.pad(alpha[:, :-2], ((0, 0), (2, 0)), constant_values=_IMPOSSIBLE)
+        merged = jnp.logaddexp(alpha, shifted1)
+        merged = jnp.where(skip, jnp.logaddexp(merged, shifted2), merged)
+        updated = jnp.maximum(merged + emit(t), _IMPOSSIBLE)
+        return jnp.where((t < pred_lengths)[:, None], updated, alpha), None
+
+    alpha, _ = jax.lax.scan(step, alpha, jnp.arange(1, steps))
+    last = jnp.take_along_axis(alpha, (2 * label_lengths)[:, None], axis=1)[:, 0]
+    before_last = jnp.take_along_axis(alpha, jnp.maximum(2 * label_lengths - 1, 0)[:, None], axis=1)[:, 0]
+    before_last = jnp.where(label_lengths > 0, before_last, _IMPOSSIBLE)
+    log_likelihood = jnp.logaddexp(last, before_last)
+    return jnp.where(log_likelihood < _IMPOSSIBLE / 2, jnp.inf, -log_likelihood)

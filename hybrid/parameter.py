@@ -87,6 +87,7 @@ class Parameter:
         self._data: jax.Array | None = None
         self._grad: jax.Array | None = None
         self._grad_fresh = False
+        self._grad_dropped = False
         self._deferred: _init.Initializer | None = None
 
     # -- metadata -----------------------------------------------------------
@@ -214,10 +215,7 @@ class Parameter:
         """Replace the value. Shape must match (unknown dimensions are filled in); dtype is cast."""
         frame = functional.current()
         if frame is not None:
-            if self not in frame.values and self not in frame.updates:
-                frame.missing[self] = True
-            frame.accessed[self] = True
-            frame.updates[self] = value
+            frame.store(self, value)
             return
         array = jnp.asarray(value, dtype=self._dtype)
         if self._shape is not None and _shape_known(self._shape) and tuple(array.shape) != self._shape:
@@ -227,13 +225,27 @@ class Parameter:
         self._deferred = None
 
     def grad(self, device: Any = None) -> jax.Array:
-        """The gradient written by ``autograd.backward`` (zeros until the first one)."""
+        """The gradient written by ``autograd.backward`` (zeros until the first one).
+
+        Raises RuntimeError for ``grad_req='null'``, or when the last gradient was consumed
+        inside a ``hybrid.compile`` step that did not keep gradients.
+        """
         if self._grad_req == "null":
             raise RuntimeError(f"Parameter {self._name!r} has grad_req='null' and no gradient")
         if self._data is None:
             self.data()  # raises the right uninitialised error
+        frame = functional.compile_frame()
+        if frame is not None:
+            return frame.read(("grad", self), self._stored_grad)
+        if self._grad_dropped:
+            raise RuntimeError(f"the gradient of Parameter {self._name!r} was used inside a hybrid.compile step "
+                               "and not kept; compile the step with keep_grads=True to read it afterwards")
+        return self._stored_grad()
+
+    def _stored_grad(self) -> jax.Array:
         if self._grad is None:
-            self._grad = jnp.zeros(self._data.shape, self._data.dtype)
+            with functional.no_frame(), jax.ensure_compile_time_eval():
+                self._grad = jnp.zeros(self._data.shape, self._data.dtype)
         return self._grad
 
     def list_grad(self) -> list[jax.Array]:
@@ -243,15 +255,46 @@ class Parameter:
     def zero_grad(self) -> None:
         """Set the gradient to zeros (needed between steps when ``grad_req='add'``)."""
         if self._grad_req != "null" and self._data is not None:
+            frame = functional.compile_frame()
+            if frame is not None:
+                frame.write(("grad", self), self._stored_grad, self._set_grad, jnp.zeros_like(self.data()))
+                return
             self._grad = jnp.zeros(self._data.shape, self._data.dtype)
+            self._grad_dropped = False
+
+    def _set_grad(self, value: jax.Array) -> None:
+        self._grad = value
+        self._grad_dropped = False
 
     def _accumulate_grad(self, value: jax.Array) -> None:
         """Write or add ``value`` according to grad_req and mark the gradient fresh."""
-        if self._grad_req == "add" and self._grad is not None:
+        frame = functional.compile_frame()
+        if frame is not None:
+            if self._grad_req == "add":
+                value = frame.read(("grad", self), self._stored_grad) + value
+            frame.write(("grad", self), self._stored_grad, self._set_grad, value)
+            frame.fresh[self] = True
+            return
+        if self._grad_req == "add" and self._grad is not None and not self._grad_dropped:
             self._grad = self._grad + value
         else:
             self._grad = value
         self._grad_fresh = True
+        self._grad_dropped = False
+
+    def _is_fresh(self) -> bool:
+        """Whether backward wrote the gradient since the last optimizer step (trace-aware)."""
+        frame = functional.compile_frame()
+        if frame is not None:
+            return frame.fresh.get(self, self._grad_fresh)
+        return self._grad_fresh
+
+    def _mark_consumed(self) -> None:
+        frame = functional.compile_frame()
+        if frame is not None:
+            frame.fresh[self] = False
+        else:
+            self._grad_fresh = False
 
     def cast(self, dtype: Any) -> None:
         """Convert data and gradient to ``dtype``."""

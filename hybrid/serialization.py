@@ -1,31 +1,73 @@
-"""Array files: atomic writes and pickle-free loading.
+"""Array files: atomic writes and verified, pickle-free loading.
 
-Parameter files are NumPy ``.npz`` archives (a zip of ``.npy`` arrays, each with
-a CRC-32 that is checked on read) keyed by structural parameter names.  They
-are always loaded with ``allow_pickle=False``, so loading never runs code.
+Parameter files are NumPy ``.npz`` archives (a zip of ``.npy`` arrays) keyed by
+structural parameter names.  Loading never unpickles and never trusts a size it
+has not checked: every member's ``.npy`` header is parsed first, its dtype must
+be numeric, the bytes its shape needs must equal the bytes the archive holds,
+and the zip CRC-32 of every member is verified.  So a truncated, corrupted or
+hand-crafted file raises :class:`FormatError` (a ``ValueError``) before anything
+large is allocated.
 """
 from __future__ import annotations
 
 import io
+import json
+import math
 import os
+import struct
 import tempfile
 import zipfile
+import zlib
 from typing import Any, Callable, Mapping
 
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["atomic_write", "save_arrays", "load_arrays"]
+__all__ = ["FormatError", "atomic_write", "fsync_directory", "save_arrays", "load_arrays", "parse_npz",
+           "read_limited", "MAX_FILE_BYTES"]
+
+#: Files larger than this are refused by the readers (override per call where offered).
+MAX_FILE_BYTES = 1 << 40
+#: Deflate cannot expand data by more than about 1032x; a member claiming more is forged.
+_MAX_DEFLATE_RATIO = 1100
+_NUMERIC_KINDS = "biufc"
+_DTYPES_KEY = "__dtypes__"
+_EXTENDED = {"bfloat16": np.uint16}  # dtype name -> the unsigned type of its bits
+
+#: Exceptions that malformed bytes can raise inside zipfile and numpy's header parser.
+_PARSE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, struct.error, NotImplementedError, UnicodeDecodeError,
+                 OverflowError, ValueError, KeyError, IndexError, TypeError, SyntaxError, RecursionError, OSError)
+
+
+class FormatError(ValueError):
+    """A file is not in the expected format, or is truncated, corrupted or forged."""
+
+
+def fsync_directory(directory: str) -> None:
+    """Make a rename inside ``directory`` durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
     """Call ``write(fileobj)`` on a temporary file beside ``path``, then rename it into place.
 
-    A failure (or crash) at any point leaves the previous file at ``path`` untouched.
+    The data is flushed and fsynced before the rename, so a failure, a full disk
+    or a crash at any point leaves the previous file at ``path`` untouched.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
     try:
+        os.chmod(tmp, _new_file_mode(path))
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -37,37 +79,162 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
         except FileNotFoundError:
             pass
         raise
+    fsync_directory(directory)
+
+
+def _new_file_mode(path: str) -> int:
+    """The mode a plainly created file would get (or the mode of the file being replaced)."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def read_limited(path: str | os.PathLike, what: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of ``path``; FileNotFoundError if missing, FormatError if larger than ``max_bytes``."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what} {path!r} does not exist")
+    size = os.path.getsize(path)
+    if size > max_bytes:
+        raise FormatError(f"{what} {path!r} has {size} bytes, more than the limit of {max_bytes}")
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if len(data) > max_bytes:  # the file grew after the size check
+        raise FormatError(f"{what} {path!r} has more than the limit of {max_bytes} bytes")
+    return data
 
 
 def save_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
-    """Write ``{name: array}`` as an ``.npz`` file, atomically."""
-    host = {name: np.asarray(value) for name, value in arrays.items()}
-    for name, value in host.items():
-        if value.dtype == object:
-            raise TypeError(f"array {name!r} has dtype object; only numeric arrays can be saved")
+    """Write ``{name: array}`` as an ``.npz`` file, atomically. Raises TypeError for non-numeric arrays.
+
+    ``bfloat16`` arrays (which ``.npy`` cannot name) are stored as ``uint16`` and listed in
+    a member ``__dtypes__`` (a JSON object as bytes) that the loader applies and removes.
+    """
+    host: dict[str, np.ndarray] = {}
+    extended: dict[str, str] = {}
+    for name, value in arrays.items():
+        if not isinstance(name, str) or not name or name == _DTYPES_KEY:
+            raise TypeError(f"array names must be non-empty strings other than {_DTYPES_KEY!r}, got {name!r}")
+        array = np.asarray(value)
+        if array.dtype.name in _EXTENDED:
+            extended[name] = array.dtype.name
+            array = array.view(_EXTENDED[array.dtype.name])
+        if array.dtype.kind not in _NUMERIC_KINDS:
+            raise TypeError(f"array {name!r} has dtype {array.dtype}; only numeric arrays can be saved")
+        host[name] = array
+    if extended:
+        host[_DTYPES_KEY] = np.frombuffer(json.dumps(extended).encode(), np.uint8)
     atomic_write(path, lambda handle: np.savez(handle, **host))
 
 
-def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Read an ``.npz`` written by :func:`save_arrays` (no pickle; CRCs verified).
+def load_arrays(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> dict[str, np.ndarray]:
+    """Read an ``.npz`` written by :func:`save_arrays` (no pickle; sizes and CRCs verified).
 
-    Raises FileNotFoundError or ValueError naming the file and what is wrong.
+    Raises FileNotFoundError, or FormatError naming the file and what is wrong.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"parameter file {path!r} does not exist")
-    with open(path, "rb") as handle:
-        head = handle.read(4)
-        if head != b"PK\x03\x04":
-            raise ValueError(f"{path!r} is not a hybrid parameter file (expected an .npz archive)")
-        handle.seek(0)
-        data = handle.read()
+    data = read_limited(path, "parameter file", max_bytes)
+    if data[:4] != b"PK\x03\x04":
+        raise FormatError(f"{path!r} is not a hybrid parameter file (expected an .npz archive)")
+    return parse_npz(data, path)
+
+
+def parse_npz(data: bytes, path: str = "<bytes>") -> dict[str, np.ndarray]:
+    """Parse the bytes of an ``.npz`` archive; see :func:`load_arrays`."""
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except ValueError as exc:
-        if "allow_pickle" in str(exc):
-            raise ValueError(f"parameter file {path!r} contains pickled objects; they are never loaded") from exc
-        raise ValueError(f"parameter file {path!r} is corrupted or truncated: {exc}") from exc
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as exc:
-        raise ValueError(f"parameter file {path!r} is corrupted or truncated: {exc}") from exc
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+            _check_tiling(data, infos, archive.start_dir, path)
+            arrays: dict[str, np.ndarray] = {}
+            for info in infos:
+                name = _member_name(info, path)
+                if name in arrays:
+                    raise FormatError(f"parameter file {path!r} holds array {name!r} twice")
+                arrays[name] = _read_member(archive, info, path)
+            return _apply_dtypes(arrays, path)
+    except FormatError:
+        raise
+    except _PARSE_ERRORS as exc:
+        raise FormatError(f"parameter file {path!r} is corrupted or truncated: {type(exc).__name__}: {exc}") from exc
+
+
+def _apply_dtypes(arrays: dict[str, np.ndarray], path: str) -> dict[str, np.ndarray]:
+    listing = arrays.pop(_DTYPES_KEY, None)
+    if listing is None:
+        return arrays
+    dtypes = None
+    if listing.dtype == np.uint8 and listing.ndim == 1:
+        try:
+            dtypes = json.loads(listing.tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            pass
+    if not isinstance(dtypes, dict):
+        raise FormatError(f"parameter file {path!r}: invalid {_DTYPES_KEY} member")
+    for name, dtype in dtypes.items():
+        bits = _EXTENDED.get(dtype) if isinstance(dtype, str) else None
+        if bits is None or name not in arrays or arrays[name].dtype != bits:
+            raise FormatError(f"parameter file {path!r}: {_DTYPES_KEY} lists {name!r} as {dtype!r:.40}, which "
+                              "does not match the stored array")
+        arrays[name] = arrays[name].view(jnp.dtype(dtype))
+    return arrays
+
+
+def _check_tiling(data: bytes, infos: list, central_directory: int, path: str) -> None:
+    """The members' local records must cover the bytes before the central directory exactly, so no
+    array can be dropped from (or hidden in) the archive by editing the directory."""
+    position = 0
+    for info in sorted(infos, key=lambda i: i.header_offset):
+        header = data[position:position + 30]
+        if info.header_offset != position or len(header) < 30 or header[:4] != b"PK\x03\x04":
+            raise FormatError(f"parameter file {path!r} is corrupted: its directory does not account for the "
+                              f"data at offset {position}")
+        name_length, extra_length = struct.unpack_from("<HH", header, 26)
+        position += 30 + name_length + extra_length + info.compress_size
+        if info.flag_bits & 0x08:  # a data descriptor follows, with or without its signature
+            position += 16 if data[position:position + 4] == b"PK\x07\x08" else 12
+    if position != central_directory:
+        raise FormatError(f"parameter file {path!r} is corrupted: {central_directory - position} bytes before "
+                          "the directory belong to no array")
+
+
+def _member_name(info: zipfile.ZipInfo, path: str) -> str:
+    if not info.filename.endswith(".npy") or info.is_dir():
+        raise FormatError(f"parameter file {path!r} has a member {info.filename!r} that is not an .npy array")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise FormatError(f"parameter file {path!r}: member {info.filename!r} uses an unsupported compression")
+    limit = info.compress_size if info.compress_type == zipfile.ZIP_STORED else \
+        info.compress_size * _MAX_DEFLATE_RATIO + 1024
+    if info.file_size > limit:
+        raise FormatError(f"parameter file {path!r}: member {info.filename!r} declares {info.file_size} bytes, "
+                          f"more than its {info.compress_size} stored bytes can hold")
+    return info.filename[:-4]
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+        else:
+            raise FormatError(f"parameter file {path!r}: array {info.filename!r} has .npy version {version}")
+        if dtype.hasobject:
+            raise FormatError(f"parameter file {path!r} contains pickled objects; they are never loaded")
+        if dtype.kind not in _NUMERIC_KINDS:
+            raise FormatError(f"parameter file {path!r}: array {info.filename!r} has non-numeric dtype {dtype}")
+        if any(not isinstance(d, int) or d < 0 for d in shape):
+            raise FormatError(f"parameter file {path!r}: array {info.filename!r} has invalid shape {shape}")
+        nbytes = math.prod(shape) * dtype.itemsize
+        available = info.file_size - member.tell()
+        if nbytes != available:
+            raise FormatError(f"parameter file {path!r} is corrupted or truncated: array {info.filename!r} of "
+                              f"shape {shape} needs {nbytes} bytes, the archive holds {available}")
+        buffer = bytearray(nbytes)
+        if member.readinto(buffer) != nbytes or member.read(1):  # reading to the end checks the CRC-32
+            raise FormatError(f"parameter file {path!r} is corrupted or truncated: array {info.filename!r}")
+        array = np.frombuffer(buffer, dtype=dtype)
+        return array.reshape(shape, order="F" if fortran else "C")

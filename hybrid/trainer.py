@@ -1,19 +1,28 @@
 """Trainer: applies an optimizer to a set of Parameters with one compiled, buffer-donating program."""
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import functional
 from . import optimizer as _opt
 from . import serialization
 from .errors import StaleGradientError
 from .parameter import Parameter, current_version, unique_params
 
 __all__ = ["Trainer"]
+
+_FRESH = operator.attrgetter("_grad_fresh")
+_DATA = operator.attrgetter("_data")
+_GRAD = operator.attrgetter("_grad")
+_LR_MULT = operator.attrgetter("lr_mult")
+_WD_MULT = operator.attrgetter("wd_mult")
 
 
 class Trainer:
@@ -87,13 +96,20 @@ class Trainer:
 
     def update(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
         """Same as ``step`` (no separate all-reduce on one device)."""
+        if not isinstance(batch_size, (int, float, np.integer, np.floating)):
+            raise TypeError(f"Trainer.step: batch_size must be a Python number, got {type(batch_size).__name__} "
+                            "(inside hybrid.compile use x.shape[0], which is static)")
         if batch_size <= 0:
             raise ValueError(f"Trainer.step: batch_size must be positive, got {batch_size}")
         trainable = self._trainable()
-        active = [p for p in trainable if p._grad_fresh]
+        frame = functional.compile_frame()
+        if frame is None and all(map(_FRESH, trainable)):
+            active = trainable
+        else:
+            active = [p for p in trainable if p._is_fresh()]
         if len(active) != len(trainable):
             if not ignore_stale_grad:
-                stale = [self._names[p] for p in trainable if not p._grad_fresh]
+                stale = [self._names[p] for p in trainable if not p._is_fresh()]
                 raise StaleGradientError(
                     f"Trainer.step: gradient of parameter(s) {stale[:10]}{'...' if len(stale) > 10 else ''} has "
                     "not been updated by backward since the last step. The model may use only some of its "
@@ -102,38 +118,60 @@ class Trainer:
             if not active:
                 return
         self._optimizer.rescale_grad = self._scale / batch_size
-        self._optimizer.num_update += 1
-        program = self._program(active)
-        states = [self._state(p) for p in active]
-        lr = np.float32(self._optimizer.learning_rate)
         rescale = np.float32(self._optimizer.rescale_grad)
-        new_weights, new_states = program([p._data for p in active], [p._grad for p in active], states, lr, rescale)
+        program = self._program(active)
+        if frame is not None:
+            self._update_in_trace(frame, program, active, rescale)
+            return
+        lr = self._next_learning_rate()
+        states = [self._states.get(p) or self._state(p) for p in active]
+        new_weights, new_states = program(list(map(_DATA, active)), list(map(_GRAD, active)), states, lr, rescale)
         for param, weight, state in zip(active, new_weights, new_states):
             param._data = weight
             param._grad_fresh = False
             self._states[param] = state
 
+    def _next_learning_rate(self) -> np.float32:
+        """Count one update and return its learning rate (run on the host before every update)."""
+        self._optimizer.num_update += 1
+        return np.float32(self._optimizer.learning_rate)
+
+    def _update_in_trace(self, frame: functional.CompileFrame, program: Callable, active: list[Parameter],
+                         rescale: np.float32) -> None:
+        """The update inside a whole-step trace: states are cells, the learning rate a host input."""
+        lr = frame.host_input(("lr", self), self._next_learning_rate, (), np.float32)
+        keys = [("optimizer_state", self, p) for p in active]
+        getters = [functools.partial(self._state, p) for p in active]
+        states = [frame.read(key, getter) for key, getter in zip(keys, getters)]
+        weights = [p.data() for p in active]
+        grads = [p.grad() for p in active]
+        new_weights, new_states = program(weights, grads, states, lr, rescale)
+        for param, key, getter, weight, state in zip(active, keys, getters, new_weights, new_states):
+            param.set_data(weight)
+            frame.write(key, getter, functools.partial(self._states.__setitem__, param), state)
+            param._mark_consumed()
+
     def _state(self, param: Parameter) -> tuple:
         state = self._states.get(param)
         if state is None:
-            state = self._states[param] = tuple(self._optimizer.create_state(param.data()))
+            with functional.no_frame(), jax.ensure_compile_time_eval():
+                state = self._states[param] = tuple(self._optimizer.create_state(param._data))
         return state
 
     def _program(self, params: Sequence[Parameter]) -> Callable:
         opt = self._optimizer
-        lr_mults = tuple(p.lr_mult for p in params)
-        wd_mults = tuple(p.wd_mult for p in params)
-        key = (tuple(id(p) for p in params), lr_mults, wd_mults, type(opt), opt.hyperparameters())
+        lr_mults = tuple(map(_LR_MULT, params))
+        wd_mults = tuple(map(_WD_MULT, params))
+        key = (tuple(map(id, params)), lr_mults, wd_mults, type(opt), opt.hyperparameters())
         program = self._programs.get(key)
         if program is None:
             def update(weights, grads, states, lr, rescale):
-                new_weights, new_states = [], []
-                for w, g, s, lm, wm in zip(weights, grads, states, lr_mults, wd_mults):
-                    g = opt.preprocess(g, rescale)
-                    w2, s2 = opt.update_rule(w, g, s, (lr * lm).astype(w.dtype), jnp.asarray(opt.wd * wm, w.dtype))
-                    new_weights.append(w2.astype(w.dtype))
-                    new_states.append(tuple(s2))
-                return new_weights, new_states
+                grads = [opt.preprocess(g, rescale) for g in grads]
+                lrs = [(lr * lm).astype(w.dtype) for w, lm in zip(weights, lr_mults)]
+                wds = [jnp.asarray(opt.wd * wm, w.dtype) for w, wm in zip(weights, wd_mults)]
+                new_weights, new_states = opt.update_all(weights, grads, states, lrs, wds)
+                return ([w2.astype(w.dtype) for w, w2 in zip(weights, new_weights)],
+                        [tuple(s) for s in new_states])
 
             program = self._programs[key] = jax.jit(update, donate_argnums=(0, 2))
         return program

@@ -92,6 +92,9 @@ class Node:
     def display_name(self) -> str:
         """``op`` plus the wrapped function's name for call-like primitives (e.g. ``custom_jvp_call<relu>``)."""
         inner = self.attrs.get("name") if self.kind in ("prim", "fused") else None
+        if inner is None and self.kind == "prim" and "call_jaxpr" in self.attrs:
+            debug = getattr(getattr(self.attrs["call_jaxpr"], "jaxpr", None), "debug_info", None)
+            inner = getattr(debug, "func_name", None)
         return f"{self.op}<{inner}>" if isinstance(inner, str) and inner else self.op
 
     def __repr__(self) -> str:
@@ -241,6 +244,8 @@ def _format_attr_value(value: Any) -> str:
     if isinstance(value, (tuple, list)) and any(hasattr(v, "jaxpr") for v in value):
         return "<jaxprs>"
     text = repr(value)
+    if "\n" in text:
+        return f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

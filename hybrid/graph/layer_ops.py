@@ -347,3 +347,134 @@ def attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch: int
     ``(batch..., length, head_dim)``; the result ``(batch..., T, head_dim)`` is transposed by ``out_perm``."""
     return call("attention_general", q, k, v, q_perm=tuple(q_perm), k_perm=tuple(k_perm), v_perm=tuple(v_perm),
                 out_perm=tuple(out_perm), n_batch=n_batch, scale=float(scale))
+
+
+# -- transposed convolution ---------------------------------------------------------
+@register("conv_transpose", "out_elementwise_fusable")
+def _conv_transpose(x, weight, bias=None, *, strides, padding, output_padding, dilation, groups, layout):
+    nd = len(strides)
+    channels_last = layout.index("C") != 1
+    if channels_last:  # (in, *kernel, out/groups) -> (in, out/groups, *kernel)
+        weight = jnp.moveaxis(weight, -1, 1)
+    in_channels, out_per_group, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
+    # the adjoint of a convolution: swap in/out channels per group, flip the kernel, dilate the input
+    w = weight.reshape((groups, in_channels // groups, out_per_group) + kernel)
+    w = jnp.swapaxes(w, 1, 2).reshape((groups * out_per_group, in_channels // groups) + kernel)
+    w = jnp.flip(w, axis=tuple(range(2, 2 + nd)))
+    if channels_last:
+        w = jnp.moveaxis(w, 1, -1)
+    pads = [(d * (k - 1) - p, d * (k - 1) - p + a) for k, p, a, d in zip(kernel, padding, output_padding, dilation)]
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, (layout, kernel_layout(layout), layout))
+    y = lax.conv_general_dilated(x, w, (1,) * nd, pads, lhs_dilation=strides, rhs_dilation=dilation,
+                                 dimension_numbers=dn, feature_group_count=groups)
+    if bias is not None:
+        shape = [1] * y.ndim
+        shape[layout.index("C")] = bias.shape[0]
+        y = y + bias.reshape(shape)
+    return y
+
+
+def conv_transpose(x, weight, bias=None, *, strides: Sequence[int], padding: Sequence[int],
+                   output_padding: Sequence[int], dilation: Sequence[int], groups: int = 1, layout: str = "NCHW"):
+    """N-d transposed convolution (the gradient of ``convolution`` w.r.t. its input).
+
+    ``weight`` is ``(in_channels, channels // groups, *kernel)`` for channels-first layouts and
+    ``(in_channels, *kernel, channels // groups)`` for channels-last ones. Each spatial output size is
+    ``(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1``.
+    """
+    return call("conv_transpose", x, weight, bias, strides=tuple(strides), padding=tuple(padding),
+                output_padding=tuple(output_padding), dilation=tuple(dilation), groups=groups, layout=layout)
+
+
+# -- activations with a slope ------------------------------------------------------
+@register("leaky_relu", "broadcast")
+def _leaky_relu(x, gamma=None, *, act_type, slope):
+    if act_type == "leaky":
+        return jax.nn.leaky_relu(x, slope)
+    if act_type == "elu":
+        return jax.nn.elu(x, slope)
+    shape = [1] * x.ndim  # prelu: one slope, or one per channel on axis 1
+    if gamma.shape[0] > 1:
+        shape[1] = gamma.shape[0]
+    return jnp.where(x >= 0, x, gamma.reshape(shape).astype(x.dtype) * x)
+
+
+def leaky_relu(x, gamma=None, *, act_type: str = "leaky", slope: float = 0.25):
+    """MXNet's LeakyReLU op: ``leaky`` (``slope * x`` below 0), ``elu`` (``slope * (exp(x) - 1)``)
+    or ``prelu`` (learned ``gamma``: one value, or one per channel on axis 1)."""
+    return call("leaky_relu", x, gamma, act_type=act_type, slope=float(slope))
+
+
+# -- group and instance normalisation -------------------------------------------------
+@register("group_norm", "opaque")
+def _group_norm(x, gamma, beta, *, num_groups, axis, eps):
+    moved = jnp.moveaxis(x, axis, 1)
+    xf = moved.astype(_stats_dtype(x.dtype)).reshape(moved.shape[0], num_groups, -1)
+    mean = jnp.mean(xf, axis=2, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=2, keepdims=True)
+    y = ((xf - mean) * lax.rsqrt(var + eps)).reshape(moved.shape)
+    shape = [1] * x.ndim
+    shape[1] = moved.shape[1]
+    y = y * gamma.reshape(shape) + beta.reshape(shape)
+    return jnp.moveaxis(y, 1, axis).astype(x.dtype)
+
+
+def group_norm(x, gamma, beta, *, num_groups: int, axis: int = 1, eps: float = 1e-5):
+    """Normalise each sample over groups of ``num_groups`` consecutive channels (channel axis ``axis``)
+    and all non-batch axes, then scale and shift per channel by ``gamma``/``beta``."""
+    return call("group_norm", x, gamma, beta, num_groups=num_groups, axis=axis, eps=eps)
+
+
+# -- recurrent layers -----------------------------------------------------------------
+#: Gates per recurrent mode, in MXNet's order: LSTM (i, f, g, o), GRU (r, z, n).
+RNN_GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
+
+
+def _rnn_step(mode, x_proj, h, c, h2h_weight, h2h_bias):
+    """One time step from the projected input ``x W_ih^T + b_ih``; returns ``(h, c)`` (c None but for LSTM)."""
+    h_proj = _dense(h, h2h_weight, h2h_bias, flatten=False)
+    if mode == "lstm":
+        i, f, g, o = jnp.split(x_proj + h_proj, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return jax.nn.sigmoid(o) * jnp.tanh(c), c
+    if mode == "gru":
+        xr, xz, xn = jnp.split(x_proj, 3, axis=-1)
+        hr, hz, hn = jnp.split(h_proj, 3, axis=-1)
+        r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
+        n = jnp.tanh(xn + r * hn)
+        return (1 - z) * n + z * h, None
+    act = jax.nn.relu if mode == "rnn_relu" else jnp.tanh
+    return act(x_proj + h_proj), None
+
+
+@register("rnn_cell", "opaque")
+def _rnn_cell(x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode):
+    return _rnn_step(mode, _dense(x, i2h_weight, i2h_bias, flatten=False), h, c, h2h_weight, h2h_bias)
+
+
+def rnn_cell(x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode: str):
+    """One step of a recurrent cell: ``x (N, C)``, ``h``/``c (N, H)`` -> ``(h, c)``; ``c`` is None except
+    for ``mode='lstm'``. Weights ``(G*H, C)``, ``(G*H, H)``, biases ``(G*H,)`` with G = ``RNN_GATES[mode]``."""
+    return call("rnn_cell", x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, mode=mode)
+
+
+@register("rnn_layer", "opaque")
+def _rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode, reverse):
+    x_proj = _dense(x, i2h_weight, i2h_bias, flatten=False)  # all time steps in one matmul
+
+    def step(carry, xp):
+        h, c = _rnn_step(mode, xp, *carry, h2h_weight, h2h_bias)
+        return (h, c), h
+
+    (h, c), ys = lax.scan(step, (h0, c0), x_proj, reverse=reverse)
+    return ys, h, c
+
+
+def rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode: str, reverse: bool = False):
+    """One direction of one recurrent layer over a sequence, a ``lax.scan`` over time.
+
+    ``x (T, N, C)``, ``h0``/``c0 (N, H)`` (``c0`` None except for LSTM) -> ``(outputs (T, N, H), h, c)``.
+    With ``reverse`` the sequence is read from the last step; outputs stay aligned with the inputs.
+    """
+    return call("rnn_layer", x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, mode=mode,
+                reverse=bool(reverse))

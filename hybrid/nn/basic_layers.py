@@ -17,7 +17,7 @@ from ..parameter import Parameter
 from .activations import Activation
 
 __all__ = ["Sequential", "HybridSequential", "Dense", "Dropout", "BatchNorm", "LayerNorm", "Embedding",
-           "Flatten", "Lambda", "HybridLambda"]
+           "Flatten", "Lambda", "HybridLambda", "Identity", "Concatenate", "HybridConcatenate"]
 
 
 def check_positive_int(layer: str, name: str, value: Any) -> int:
@@ -31,6 +31,13 @@ def check_non_negative_int(layer: str, name: str, value: Any) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
         raise ValueError(f"{layer}: {name} must be a non-negative integer (0 = infer), got {value!r}")
     return int(value)
+
+
+def check_rate(layer: str, name: str, value: Any) -> float:
+    """A dropout rate in [0, 1) as a float, or ValueError naming the layer and argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 <= value < 1:
+        raise ValueError(f"{layer}: {name} must be in [0, 1), got {value!r}")
+    return float(value)
 
 
 def as_float(x: Any, dtype: Any) -> jax.Array:
@@ -326,3 +333,50 @@ class HybridLambda(HybridBlock):
 
     def __repr__(self) -> str:
         return f"HybridLambda({getattr(self._func, '__name__', self._func)})"
+
+
+class Identity(HybridBlock):
+    """Returns its input unchanged (a placeholder, e.g. for a skipped branch)."""
+
+    def forward(self, x):
+        return x
+
+    def __repr__(self) -> str:
+        return "Identity()"
+
+
+class _ConcatenateMixin:
+    """Runs every child on the same input and concatenates their outputs along ``axis``."""
+
+    def __init__(self, axis: int = -1):
+        super().__init__()
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+            raise ValueError(f"{type(self).__name__}: axis must be an int, got {axis!r}")
+        self._axis = int(axis)
+
+    def forward(self, x):
+        if not self._children:
+            raise ValueError(f"{type(self).__name__} has no children; add blocks with .add()")
+        outputs = [block(x) for block in self._children.values()]
+        try:
+            return jnp.concatenate(outputs, axis=self._axis)
+        except (TypeError, ValueError) as exc:
+            raise ShapeError(f"cannot concatenate the outputs of the children, of shapes "
+                             f"{[tuple(o.shape) for o in outputs]}, along axis {self._axis}") from exc
+
+    def __getitem__(self, key: int | slice) -> Any:
+        if isinstance(key, slice):
+            net = type(self)(self._axis)
+            net.add(*list(self._children.values())[key])
+            return net
+        return super().__getitem__(key)
+
+
+class Concatenate(_ConcatenateMixin, Sequential):
+    """A container (plain Block) whose children all run on the same input; their outputs are
+    concatenated along ``axis`` (default -1). Children are added with ``add()``. Raises ShapeError
+    when the outputs do not match on the other axes."""
+
+
+class HybridConcatenate(_ConcatenateMixin, HybridSequential):
+    """Concatenate for HybridBlock children, so the whole branch can be hybridized."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .adamw import check_betas
 from .optimizer import Optimizer, register
 
 __all__ = ["Adam"]
@@ -18,9 +19,7 @@ class Adam(Optimizer):
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, lazy_update: bool = False, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        for name, value in (("beta1", beta1), ("beta2", beta2)):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"Adam: {name} must be in [0, 1), got {value}")
+        check_betas("Adam", beta1, beta2)
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
 
     def create_state(self, weight):

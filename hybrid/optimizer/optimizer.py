@@ -22,8 +22,11 @@ def register(cls: type) -> type:
     return cls
 
 
-def create(name: str, **kwargs: Any) -> "Optimizer":
-    """Instantiate a registered optimizer by name (``'sgd'``, ``'adam'``, ...)."""
+def create(name: Any, **kwargs: Any) -> "Optimizer":
+    """Instantiate a registered optimizer by name (``'sgd'``, ``'adam'``, ...), or wrap an
+    optax ``GradientTransformation`` in :class:`~hybrid.optimizer.Optax`."""
+    if not isinstance(name, str) and callable(getattr(name, "init", None)) and callable(getattr(name, "update", None)):
+        return _REGISTRY["optax"](name, **kwargs)
     cls = _REGISTRY.get(name.lower()) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown optimizer {name!r}; available: {sorted(_REGISTRY)}")
@@ -81,6 +84,17 @@ class Optimizer:
                     wd: jax.Array) -> tuple[jax.Array, tuple]:
         """Pure update of one weight; ``grad`` is already rescaled and clipped."""
         raise NotImplementedError
+
+    def update_all(self, weights: list, grads: list, states: list, lrs: list,
+                   wds: list) -> tuple[list, list]:
+        """Update all parameters of one Trainer step at once (traced into one program).
+
+        Lists are aligned per parameter; ``grads`` are already rescaled and clipped.
+        The default applies ``update_rule`` to each parameter; override it for
+        transformations that need every parameter together.
+        """
+        results = [self.update_rule(*args) for args in zip(weights, grads, states, lrs, wds)]
+        return [w for w, _ in results], [s for _, s in results]
 
     def preprocess(self, grad: jax.Array, rescale: jax.Array) -> jax.Array:
         """Rescale and clip a raw gradient (traced inside the update program)."""

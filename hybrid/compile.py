@@ -1,0 +1,173 @@
+"""``hybrid.compile``: a whole imperative training step as ONE XLA program.
+
+    @hybrid.compile
+    def train_step(x, y):
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        autograd.backward(loss)
+        trainer.step(x.shape[0])
+        return loss
+
+The step is traced with every piece of state it touches virtualised (see
+:class:`hybrid.functional.CompileFrame`): parameter data, gradients, optimizer
+states, BatchNorm statistics. Tracing runs until the set of touched state is
+stable; the state then becomes inputs and outputs of one jitted program whose
+updated buffers are donated. Each call gathers the current state, computes
+host inputs (learning rate, random counter), runs the program and writes the
+new state back, so Python code outside the step sees ordinary Parameters.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import jax
+
+from . import autograd, functional
+from .cached_op import _TRACER_ERRORS, ArgSpec, signature
+from .errors import HybridizeError
+from .parameter import current_version
+
+__all__ = ["compile", "CompiledStep"]
+
+
+class CompileError(HybridizeError):
+    """A step function cannot be compiled into one program."""
+
+
+class _Program:
+    """One traced step for one input signature."""
+
+    def __init__(self, jitted: Callable, donated: list, kept: list, host: list, written: list,
+                 info: dict, fresh: dict, dropped: list):
+        self.jitted = jitted
+        self.donated_getters = [getter for _, getter in donated]
+        self.kept_getters = [getter for _, getter in kept]
+        self.host_computes = [compute for compute, _, _ in host]
+        self.setters = [setter for _, (_, setter) in written]
+        self.info = info  # the output structure is recorded here when the program is first traced
+        self.fresh = list(fresh.items())
+        self.dropped = dropped
+
+    def run(self, arrays: list) -> Any:
+        donated = [getter() for getter in self.donated_getters]
+        kept = [getter() for getter in self.kept_getters]
+        host = [compute() for compute in self.host_computes]
+        outputs, writes = self.jitted(donated, kept, arrays, host)
+        for setter, value in zip(self.setters, writes):
+            setter(value)
+        for param, fresh in self.fresh:
+            param._grad_fresh = fresh
+        for param in self.dropped:
+            param._grad, param._grad_dropped = None, True
+        return jax.tree_util.tree_unflatten(self.info["out_tree"], outputs)
+
+
+class CompiledStep:
+    """A step function compiled per input signature (see :func:`compile`)."""
+
+    def __init__(self, fn: Callable, keep_grads: bool = False, donate: bool = True):
+        self._fn = fn
+        self._keep_grads = keep_grads
+        self._donate = donate
+        self._programs: dict[tuple, _Program] = {}
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        packed = (args, kwargs)
+        leaves, treedef = jax.tree_util.tree_flatten(packed)
+        parts, arrays = signature(leaves)
+        key = (treedef, parts, autograd.is_training(), autograd.is_recording(), current_version())
+        program = self._programs.get(key)
+        if program is None:
+            program = self._programs[key] = self._build(ArgSpec(leaves, treedef), arrays)
+        return program.run(arrays)
+
+    @property
+    def num_programs(self) -> int:
+        """How many input signatures have been compiled."""
+        return len(self._programs)
+
+    def _trace(self, spec: ArgSpec, arrays: list, cell_keys: list, host_keys: list, info: dict) -> Callable:
+        """The step as a function of (cell values, input arrays, host values)."""
+        name = getattr(self._fn, "__name__", "step")
+
+        def traced(cell_values, input_values, host_values):
+            frame = functional.CompileFrame(dict(zip(cell_keys, cell_values)), dict(zip(host_keys, host_values)),
+                                            autograd.new_tape())
+            saved = (autograd.is_recording(), autograd.is_training())
+            try:
+                call_args, call_kwargs = spec.rebuild(input_values)
+                with functional.activate_compile_frame(frame):
+                    out = self._fn(*call_args, **call_kwargs)
+            except _TRACER_ERRORS as exc:
+                raise CompileError(
+                    f"hybrid.compile: {name} uses the value of an array in Python (if/while, bool(), float(), "
+                    ".item(), NumPy conversion, printing) but inside a compiled step arrays are symbolic. Return "
+                    "the value from the step and inspect it outside, or use jnp.where / jax.lax.cond. "
+                    f"({type(exc).__name__})") from exc
+            finally:
+                autograd.set_recording(saved[0])
+                autograd.set_training(saved[1])
+            leaves, out_tree = jax.tree_util.tree_flatten(out)
+            for leaf in leaves:
+                if not isinstance(leaf, jax.Array):
+                    raise CompileError(f"hybrid.compile: {name} returned a {type(leaf).__name__}; a compiled step "
+                                       "returns arrays (or tuples/lists/dicts of arrays) or None")
+            info.update(frame=frame, out_tree=out_tree)
+            return leaves, [frame.writes[k] for k in info.get("written", ())]
+        return traced
+
+    def _build(self, spec: ArgSpec, arrays: list) -> _Program:
+        cells: dict = {}   # key -> getter, for state read before written
+        host: dict = {}    # key -> (compute, shape, dtype)
+        for _attempt in range(6):
+            info: dict = {"written": []}
+            traced = self._trace(spec, arrays, list(cells), list(host), info)
+            cell_values = [getter() for getter in cells.values()]
+            host_values = [jax.ShapeDtypeStruct(shape, dtype) for _, shape, dtype in host.values()]
+            jax.eval_shape(traced, cell_values, arrays, host_values)
+            frame = info["frame"]
+            if not frame.missing_cells and not frame.missing_host:
+                break
+            cells.update(frame.missing_cells)
+            host.update(frame.missing_host)
+        else:
+            raise CompileError("hybrid.compile: the state touched by the step kept changing between traces")
+        written = [(k, v) for k, v in frame.setters.items() if self._keep_grads or not _dropped_grad(k)]
+        dropped = [k[1] for k in frame.setters if not self._keep_grads and _dropped_grad(k)]
+        written_keys = {k for k, _ in written}
+        donated = [(k, g) for k, g in cells.items() if self._donate and k in written_keys]
+        kept = [(k, g) for k, g in cells.items() if not (self._donate and k in written_keys)]
+        final_info = {"written": [k for k, _ in written]}
+        traced = self._trace(spec, arrays, [k for k, _ in donated] + [k for k, _ in kept], list(host), final_info)
+
+        def program(donated_values, kept_values, input_values, host_values):
+            return traced(list(donated_values) + list(kept_values), input_values, host_values)
+
+        jitted = jax.jit(program, donate_argnums=(0,) if donated else ())
+        return _Program(jitted, donated, kept, list(host.values()), written, final_info, dict(frame.fresh), dropped)
+
+
+def _dropped_grad(key: Any) -> bool:
+    """Gradients of ``grad_req='write'`` parameters live only inside the step unless kept."""
+    return isinstance(key, tuple) and key[0] == "grad" and key[1].grad_req != "add"
+
+
+def compile(fn: Callable | None = None, *, keep_grads: bool = False, donate: bool = True) -> Any:
+    """Compile an imperative step (record / backward / trainer.step ...) into one XLA program.
+
+    Args:
+        fn: the step function; its arguments are arrays (traced) or hashable Python values
+            (static: a new value compiles a new program, as does a new shape or dtype).
+        keep_grads: also return gradients of ``grad_req='write'`` parameters, so that
+            ``param.grad()`` works after a call (costs their memory and writes).
+        donate: donate the buffers of state the step overwrites (parameters, optimizer
+            states); arrays previously obtained from them become invalid.
+    Returns a :class:`CompiledStep`; calling it runs the program and returns what ``fn`` returns.
+    Raises CompileError (at the first call) for steps that cannot be compiled, e.g. Python
+    control flow on array values.
+    """
+    if fn is None:
+        return functools.partial(compile, keep_grads=keep_grads, donate=donate)
+    return CompiledStep(fn, keep_grads, donate)

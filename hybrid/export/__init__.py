@@ -1,0 +1,22 @@
+"""Files: symbol graphs (export/import), parameter files, checkpoints, deployment export, MXNet formats.
+
+    net.export("model")                                      # model-symbol.json, model-0000.params
+    net2 = hybrid.SymbolBlock.imports("model-symbol.json", ["data0"], "model-0000.params")
+    hybrid.export.save_checkpoint("ckpt", net, trainer, step=100)
+    hybrid.export.export_deployment(net, "model.jaxexport", x, dynamic_batch=True)
+
+File formats are described in docs/file-formats.md.
+"""
+from .builder import GraphBuilder
+from .checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from .deploy import export_deployment, load_deployment
+from .errors import ExportError, FormatError
+from .graph_json import NodeCodec, register_node_codec
+from .mxnet_params import parse_mxnet_params
+from .params_file import load_parameter_file
+from .symbol_block import SymbolBlock
+from .symbol_json import export_block
+
+__all__ = ["GraphBuilder", "SymbolBlock", "export_block", "save_checkpoint", "load_checkpoint", "list_checkpoints",
+           "export_deployment", "load_deployment", "load_parameter_file", "parse_mxnet_params", "ExportError",
+           "FormatError", "NodeCodec", "register_node_codec"]

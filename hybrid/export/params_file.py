@@ -1,0 +1,31 @@
+"""One loader for parameter files: hybrid's ``.npz`` format or MXNet's ``.params`` format, detected by content."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ..serialization import FormatError, parse_npz, read_limited
+from .mxnet_params import is_mxnet_params, map_mxnet_names, parse_mxnet_params
+
+__all__ = ["load_parameter_file"]
+
+
+def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """``{name: array}`` from ``path``.
+
+    hybrid ``.npz`` files are read as they are. MXNet files are renamed to the
+    structural names of ``params`` (a block's ``collect_params()``) by the rules of
+    :func:`hybrid.export.mxnet_params.map_mxnet_names`. Raises FileNotFoundError,
+    or FormatError (a ValueError) naming the file and the problem.
+    """
+    path = os.fspath(path)
+    data = read_limited(path, "parameter file")
+    if data[:4] == b"PK\x03\x04":
+        return parse_npz(data, path)
+    if is_mxnet_params(data[:8]):
+        arrays = parse_mxnet_params(data, f"parameter file {path!r}")
+        return map_mxnet_names(arrays, params, f"parameter file {path!r}") if params is not None else arrays
+    raise FormatError(f"{path!r} is not a hybrid parameter file (expected an .npz archive or an MXNet .params "
+                      "file)")

@@ -1,0 +1,269 @@
+"""The symbol file (``path-symbol.json``): a block's traced graphs, per input signature and mode.
+
+Layout (format ``hybrid-symbol``, version 1; see docs/file-formats.md)::
+
+    {"format": "hybrid-symbol", "version": 1, "checksum": "sha256:...", "producer": "hybrid 0.1.0",
+     "params": [{"name": "0.weight", "shape": [16, 8], "dtype": "float32", "grad_req": "write",
+                 "differentiable": true, "lr_mult": 1.0, "wd_mult": 1.0}, ...],
+     "data": ["data0"],
+     "signatures": [{"inputs": [{"name": "data0", "shape": [4, 8], "dtype": "float32"}],
+                     "graphs": {"predict": GRAPH, "train": GRAPH}}]}
+
+``GRAPH`` is described in :mod:`hybrid.export.graph_json`. ``train`` is present
+only when it differs from ``predict`` (BatchNorm batch statistics, dropout).
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+
+from .. import autograd, serialization
+from ..cached_op import trace_block
+from ..graph.ir import Node
+from . import codec
+from .errors import ExportError, FormatError
+from .graph_json import GraphDoc, decode_graph, encode_graph
+from .inline import inline_calls
+from .jsonfile import encode, read_json, verify_seal
+
+__all__ = ["FORMAT", "VERSION", "ParamSpec", "Signature", "SymbolFile", "export_block", "read_symbol_file",
+           "decode_symbol", "RNG_INPUTS"]
+
+FORMAT = "hybrid-symbol"
+VERSION = 1
+RNG_INPUTS = ("rng_key", "rng_counter")
+_GRAD_REQS = ("write", "add", "null")
+_DEPLOY_HINT = ("Export it for deployment with hybrid.export.export_deployment (serialised StableHLO through "
+                "jax.export), which supports any JAX code.")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """What a SymbolBlock needs to create one Parameter."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: Any
+    grad_req: str = "write"
+    differentiable: bool = True
+    lr_mult: float = 1.0
+    wd_mult: float = 1.0
+
+
+@dataclass
+class Signature:
+    """One input signature: data input types and the predict (and train) graph."""
+
+    inputs: list[tuple[str, tuple, Any]]
+    predict: GraphDoc
+    train: GraphDoc | None = None
+
+
+@dataclass
+class SymbolFile:
+    params: list[ParamSpec]
+    data_names: list[str]
+    signatures: list[Signature]
+
+
+# -- writing --------------------------------------------------------------------------------------
+def _example_args(treedef: Any, parts: tuple) -> tuple:
+    leaves = []
+    for part in parts:
+        if len(part) == 3 and part[0] == "static":
+            raise ExportError(f"export supports array arguments only; the block was called with the Python "
+                              f"value {part[2]!r}. Pass it as an array, or make it a constructor argument")
+        shape, dtype = part
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+            raise ExportError(f"export does not support inputs of dtype {dtype}")
+        leaves.append(np.zeros(shape, dtype))
+    args = jax.tree_util.tree_unflatten(treedef, leaves)
+    if treedef != jax.tree_util.tree_structure((tuple(leaves), {})):
+        raise ExportError("export supports blocks called with positional array arguments only "
+                          "(no keyword arguments or nested inputs)")
+    return args
+
+
+def _signatures(block: Any) -> list[tuple[Any, tuple]]:
+    op = getattr(block, "_cached_op", None)
+    if not getattr(block, "_active", False) or op is None or not op.entries:
+        raise RuntimeError(f"{type(block).__name__}.export: call hybridize() and then run forward at least once "
+                           "before export; every input shape used since then is exported")
+    seen: dict[tuple, None] = {}
+    for treedef, _training, parts in op.entries:
+        seen.setdefault((treedef, parts), None)
+    return list(seen)
+
+
+def _describe(block: Any):
+    def describe(index: int, node: Node) -> str:
+        where = f"block '{node.scope}'" if node.scope else f"the forward of {type(block).__name__}"
+        return f"node #{index} {node.display_name()!r} in {where}"
+    return describe
+
+
+def export_block(block: Any, path: str, epoch: int = 0) -> tuple[str, str]:
+    """Write ``path-symbol.json`` and ``path-EEEE.params`` for a hybridized, called block.
+
+    Every input signature the block was called with is traced in predict and train
+    mode. Returns the two file names. Raises RuntimeError before the first
+    hybridized call, ExportError naming a node that has no file format.
+    """
+    if not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"export: epoch must be a non-negative integer, got {epoch!r}")
+    names_by_param: dict[int, str] = {}
+    for name, param in block.collect_params().items():
+        names_by_param.setdefault(id(param), name)
+    params: dict[str, Any] = {}
+    signatures, data_names = [], None
+    describe = _describe(block)
+    for treedef, parts in _signatures(block):
+        args = _example_args(treedef, parts)
+        graphs = {}
+        inputs = [{"name": f"data{i}", "shape": list(a.shape), "dtype": codec.dtype_name(a.dtype)}
+                  for i, a in enumerate(jax.tree_util.tree_leaves(args))]
+        for mode in ("predict", "train"):
+            with autograd.pause(train_mode=mode == "train"):
+                traced = trace_block(block, args)
+            state_names = [names_by_param[id(p)] for p in traced.state_params]
+            for param in traced.params:
+                params.setdefault(names_by_param[id(param)], param)
+            graph = inline_calls(traced.graph)
+            try:
+                graphs[mode] = encode_graph(graph, traced.n_outputs, traced.out_tree, state_names, describe)
+            except ExportError as exc:
+                raise ExportError(f"{type(block).__name__}.export: {exc}. {_DEPLOY_HINT}") from None
+        if graphs["train"] == graphs["predict"]:
+            del graphs["train"]
+        names = [entry["name"] for entry in inputs]
+        if data_names is not None and names != data_names:
+            raise ExportError("the block was called with different numbers of inputs; export one signature")
+        data_names = names
+        signatures.append({"inputs": inputs, "graphs": graphs})
+    doc = {"format": FORMAT, "version": VERSION, "producer": _producer(),
+           "params": [_encode_param(name, param) for name, param in params.items()], "data": data_names,
+           "signatures": signatures}
+    symbol_file, param_file = f"{path}-symbol.json", f"{path}-{epoch:04d}.params"
+    data = encode(doc)  # everything that can fail is done before the first file is replaced
+    serialization.save_arrays(param_file, {name: np.asarray(param.data()) for name, param in params.items()})
+    serialization.atomic_write(symbol_file, lambda handle: handle.write(data))
+    return symbol_file, param_file
+
+
+def _producer() -> str:
+    from .. import __version__
+    return f"hybrid {__version__} (jax {jax.__version__})"
+
+
+def _encode_param(name: str, param: Any) -> dict:
+    return {"name": name, "shape": list(param.shape), "dtype": codec.dtype_name(param.dtype),
+            "grad_req": param.grad_req, "differentiable": param.differentiable, "lr_mult": param.lr_mult,
+            "wd_mult": param.wd_mult}
+
+
+# -- reading --------------------------------------------------------------------------------------
+def read_symbol_file(path: str | os.PathLike) -> tuple[str, dict]:
+    """``('hybrid', doc)`` for our format (checksum verified) or ``('mxnet', doc)`` for an MXNet symbol."""
+    where = f"symbol file {os.fspath(path)!r}"
+    doc = read_json(path, "symbol file", sealed=False)
+    if isinstance(doc, dict) and doc.get("format") == FORMAT:
+        verify_seal(doc, where)
+        return "hybrid", doc
+    if isinstance(doc, dict) and "nodes" in doc and "heads" in doc:
+        return "mxnet", doc
+    raise FormatError(f"{where}: neither a hybrid symbol file (format {FORMAT!r}) nor an MXNet symbol JSON")
+
+
+def _check_keys(entry: Any, required: set, where: str) -> None:
+    if not isinstance(entry, dict) or set(entry) != required:
+        got = sorted(entry)[:12] if isinstance(entry, dict) else type(entry).__name__
+        raise FormatError(f"{where}: expected an object with keys {sorted(required)}, got {got}")
+
+
+def _decode_param(entry: Any, where: str) -> ParamSpec:
+    _check_keys(entry, {"name", "shape", "dtype", "grad_req", "differentiable", "lr_mult", "wd_mult"}, where)
+    name = entry["name"]
+    if not isinstance(name, str) or not name or name.startswith("%") or name in RNG_INPUTS:
+        raise FormatError(f"{where}: invalid parameter name {name!r:.60}")
+    if entry["grad_req"] not in _GRAD_REQS or not isinstance(entry["differentiable"], bool):
+        raise FormatError(f"{where}: grad_req must be one of {_GRAD_REQS} and differentiable a boolean")
+    for key in ("lr_mult", "wd_mult"):
+        value = entry[key]
+        if type(value) not in (int, float) or not math.isfinite(value):
+            raise FormatError(f"{where}: {key} must be a finite number, got {value!r:.40}")
+    return ParamSpec(name, codec.parse_shape(entry["shape"], where),
+                     codec.parse_dtype(entry["dtype"], where, allow_keys=False), entry["grad_req"],
+                     entry["differentiable"], float(entry["lr_mult"]), float(entry["wd_mult"]))
+
+
+def _check_inputs(gdoc: GraphDoc, params: dict[str, ParamSpec], data: dict[str, tuple], where: str) -> None:
+    for value in gdoc.graph.inputs:
+        name, got = value.name, (value.shape, value.dtype)
+        if name in params:
+            expected = (params[name].shape, params[name].dtype)
+        elif name in data:
+            expected = data[name]
+        elif name == "rng_key":
+            expected = ((), codec.parse_dtype("key<fry>", where))
+        elif name == "rng_counter":
+            expected = ((), np.dtype("uint32"))
+        else:
+            raise FormatError(f"{where}: graph input {name!r:.60} is neither a parameter, a data input nor "
+                              f"one of {RNG_INPUTS}")
+        if got != expected:
+            raise FormatError(f"{where}: graph input {name!r} has type {value.type_str()}, expected "
+                              f"{codec.dtype_name(expected[1])}{list(expected[0])}")
+    for name in gdoc.state_names:
+        if name not in params:
+            raise FormatError(f"{where}: state output for unknown parameter {name!r:.60}")
+
+
+def decode_symbol(doc: dict, where: str) -> SymbolFile:
+    """Validate and rebuild a symbol document (graphs checked by abstract evaluation)."""
+    version = doc.get("version")
+    if type(version) is not int or version < 1:
+        raise FormatError(f"{where}: invalid format version {version!r:.40}")
+    if version > VERSION:
+        raise FormatError(f"{where}: written in format version {version} by a newer hybrid; this version reads "
+                          f"up to {VERSION}")
+    _check_keys(doc, {"format", "version", "checksum", "producer", "params", "data", "signatures"}, where)
+    if not isinstance(doc["params"], list) or not isinstance(doc["signatures"], list) or not doc["signatures"]:
+        raise FormatError(f"{where}: 'params' must be a list and 'signatures' a non-empty list")
+    params: dict[str, ParamSpec] = {}
+    for i, entry in enumerate(doc["params"]):
+        spec = _decode_param(entry, f"{where} param #{i}")
+        if spec.name in params:
+            raise FormatError(f"{where}: parameter {spec.name!r} is declared twice")
+        params[spec.name] = spec
+    data_names = doc["data"]
+    if not isinstance(data_names, list) or not all(isinstance(n, str) for n in data_names) or \
+            len(set(data_names)) != len(data_names) or set(data_names) & (set(params) | set(RNG_INPUTS)):
+        raise FormatError(f"{where}: 'data' must list distinct input names, different from parameter names")
+    signatures = []
+    for i, entry in enumerate(doc["signatures"]):
+        at = f"{where} signature #{i}"
+        _check_keys(entry, {"inputs", "graphs"}, at)
+        if not isinstance(entry["inputs"], list) or len(entry["inputs"]) != len(data_names):
+            raise FormatError(f"{at}: 'inputs' must list the {len(data_names)} data inputs")
+        inputs = []
+        for j, item in enumerate(entry["inputs"]):
+            _check_keys(item, {"name", "shape", "dtype"}, f"{at} input #{j}")
+            if item["name"] != data_names[j]:
+                raise FormatError(f"{at} input #{j}: expected {data_names[j]!r}, got {item['name']!r:.60}")
+            inputs.append((item["name"], codec.parse_shape(item["shape"], at),
+                           codec.parse_dtype(item["dtype"], at, allow_keys=False)))
+        graphs = entry["graphs"]
+        if not isinstance(graphs, dict) or "predict" not in graphs or not set(graphs) <= {"predict", "train"}:
+            raise FormatError(f"{at}: 'graphs' must hold 'predict' and optionally 'train'")
+        data = {name: (shape, dtype) for name, shape, dtype in inputs}
+        decoded = {}
+        for mode, gdoc in graphs.items():
+            decoded[mode] = decode_graph(gdoc, f"{at} {mode} graph")
+            _check_inputs(decoded[mode], params, data, f"{at} {mode} graph")
+        signatures.append(Signature(inputs, decoded["predict"], decoded.get("train")))
+    return SymbolFile(list(params.values()), data_names, signatures)

@@ -1,0 +1,279 @@
+"""Recurrent cells (one time step per call) and their containers, with Gluon's ``unroll``."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax.numpy as jnp
+
+from .. import autograd, functional
+from .. import random as _random
+from ..block import Block, HybridBlock
+from ..errors import ShapeError
+from ..graph import layer_ops
+from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
+from ..parameter import Parameter
+from .rnn_layer import check_states
+
+__all__ = ["HybridRecurrentCell", "RNNCell", "LSTMCell", "GRUCell", "SequentialRNNCell", "BidirectionalCell",
+           "DropoutCell"]
+
+
+def _steps(inputs: Any, layout: str) -> list:
+    """The per-step ``(N, C)`` inputs of a sequence array (in ``layout``) or list."""
+    if isinstance(inputs, (list, tuple)):
+        return list(inputs)
+    axis = layout.find("T")
+    return [jnp.take(inputs, t, axis=axis) for t in range(inputs.shape[axis])]
+
+
+def _merged(outputs: list, inputs: Any, layout: str, merge_outputs: bool | None) -> Any:
+    """Outputs stacked along the time axis of ``layout`` if ``merge_outputs`` (None: like the inputs)."""
+    if merge_outputs is None:
+        merge_outputs = not isinstance(inputs, (list, tuple))
+    return jnp.stack(outputs, axis=layout.find("T")) if merge_outputs else outputs
+
+
+class HybridRecurrentCell(HybridBlock):
+    """Base class of recurrent cells.
+
+    Subclasses implement ``state_info(batch_size)`` (a list of ``{'shape': ..., '__layout__': ...}``) and
+    ``forward(inputs, states) -> (output, new_states)`` for one time step: inputs ``(N, C)``, states a
+    list of arrays.
+    """
+
+    def state_info(self, batch_size: int = 0) -> list[dict]:
+        raise NotImplementedError(f"{type(self).__name__} must implement state_info()")
+
+    def begin_state(self, batch_size: int = 0, func: Callable = jnp.zeros, **kwargs: Any) -> list:
+        """Initial states, ``func(shape, **kwargs)`` for each entry of :meth:`state_info` (zeros by default)."""
+        return [func(info["shape"], **kwargs) for info in self.state_info(batch_size)]
+
+    def reset(self) -> None:
+        """Gluon compatibility: cells keep no per-sequence Python state, so there is nothing to reset."""
+
+    def unroll(self, length: int, inputs: Any, begin_state: list | None = None, layout: str = "NTC",
+               merge_outputs: bool | None = None) -> tuple[Any, list]:
+        """Run the cell over ``length`` time steps (a Python loop over steps, as in Gluon).
+
+        Args:
+            inputs: an array ``(N, T, C)`` (``layout='NTC'``) or ``(T, N, C)`` (``'TNC'``), or a list of
+                ``length`` arrays ``(N, C)``.
+            begin_state: initial states (default :meth:`begin_state` zeros).
+            merge_outputs: stack the outputs into one array along the time axis; None (default) returns
+                the same form as ``inputs``.
+        Returns ``(outputs, final_states)``. Raises ValueError for a bad layout, ShapeError when the
+        inputs do not hold ``length`` steps.
+        """
+        name = type(self).__name__
+        if layout not in ("NTC", "TNC"):
+            raise ValueError(f"{name}.unroll: layout must be 'NTC' or 'TNC', got {layout!r}")
+        if isinstance(inputs, (list, tuple)):
+            steps = len(inputs)
+        else:
+            if getattr(inputs, "ndim", 0) != 3:
+                raise ShapeError(f"{name}.unroll: expected inputs in layout {layout!r} or a list of (N, C) "
+                                 f"arrays, got {getattr(inputs, 'shape', type(inputs).__name__)}")
+            steps = inputs.shape[layout.find("T")]
+        if steps != length:
+            raise ShapeError(f"{name}.unroll: length is {length} but the inputs hold {steps} time steps")
+        frame = functional.current()
+        if autograd.is_recording() and (frame is None or frame.kind == "compile"):  # block calls are taped
+            return _Unrolled(self)(inputs, begin_state, layout=layout, merge_outputs=merge_outputs)
+        return self._unroll(inputs, begin_state, layout, merge_outputs)
+
+    def _unroll(self, inputs: Any, begin_state: list | None, layout: str, merge_outputs: bool | None):
+        steps = _steps(inputs, layout)
+        states = self.begin_state(steps[0].shape[0], dtype=steps[0].dtype) if begin_state is None \
+            else list(begin_state)
+        outputs = []
+        for step in steps:
+            out, states = self(step, states)
+            outputs.append(out)
+        return _merged(outputs, inputs, layout, merge_outputs), states
+
+
+class _Unrolled(Block):
+    """A cell's unroll as one block call, so that a recorded unroll (including the merge of its
+    outputs) is one node on the autograd tape."""
+
+    def __init__(self, cell: HybridRecurrentCell):
+        super().__init__()
+        # not register_child: the cell keeps its scope name and compiled programs stay valid
+        self._children["cell"] = cell
+
+    def forward(self, inputs, begin_state, layout, merge_outputs):
+        return self._children["cell"]._unroll(inputs, begin_state, layout, merge_outputs)
+
+
+class _GatedCell(HybridRecurrentCell):
+    """A cell with MXNet's parameters ``i2h_weight (G*hidden, input)``, ``h2h_weight (G*hidden, hidden)``,
+    ``i2h_bias``, ``h2h_bias (G*hidden,)`` for G gates; ``input_size`` 0 is inferred at the first call."""
+
+    _mode: str  # a key of layer_ops.RNN_GATES, set by subclasses
+
+    def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
+                 i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
+                 dtype: Any = "float32"):
+        super().__init__()
+        name = type(self).__name__
+        self._hidden_size = check_positive_int(name, "hidden_size", hidden_size)
+        input_size = check_non_negative_int(name, "input_size", input_size)
+        rows = layer_ops.RNN_GATES[self._mode] * hidden_size
+        self.i2h_weight = Parameter("i2h_weight", shape=(rows, input_size), dtype=dtype,
+                                    init=i2h_weight_initializer, allow_deferred_init=True)
+        self.h2h_weight = Parameter("h2h_weight", shape=(rows, hidden_size), dtype=dtype,
+                                    init=h2h_weight_initializer)
+        self.i2h_bias = Parameter("i2h_bias", shape=(rows,), dtype=dtype, init=i2h_bias_initializer)
+        self.h2h_bias = Parameter("h2h_bias", shape=(rows,), dtype=dtype, init=h2h_bias_initializer)
+
+    def state_info(self, batch_size: int = 0) -> list[dict]:
+        count = 2 if self._mode == "lstm" else 1
+        return [{"shape": (batch_size, self._hidden_size), "__layout__": "NC"} for _ in range(count)]
+
+    def _input_size(self, inputs) -> int:
+        if inputs.ndim != 2:
+            raise ShapeError(f"expected one time step of shape (N, C), got shape {inputs.shape}")
+        return inputs.shape[1]
+
+    def infer_shape(self, inputs, *args) -> None:
+        self.i2h_weight.shape = (self.i2h_weight.shape[0], self._input_size(inputs))
+
+    def forward(self, inputs, states):
+        size, expected = self._input_size(inputs), self.i2h_weight.shape[1]
+        if expected and size != expected:
+            raise ShapeError(f"expected inputs with {expected} features, got shape {inputs.shape}")
+        states = check_states(states, self.state_info(inputs.shape[0]))
+        c = states[1] if self._mode == "lstm" else None
+        h, c = layer_ops.rnn_cell(as_float(inputs, self.h2h_weight.dtype), states[0], c, self.i2h_weight.data(),
+                                  self.h2h_weight.data(), self.i2h_bias.data(), self.h2h_bias.data(),
+                                  mode=self._mode)
+        return h, [h] if c is None else [h, c]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.i2h_weight.shape[1] or None} -> {self._hidden_size})"
+
+
+class RNNCell(_GatedCell):
+    """Elman cell ``h' = activation(W_ih x + b_ih + W_hh h + b_hh)``, ``activation`` ``'tanh'`` (default)
+    or ``'relu'``. States ``[h]`` of shape ``(N, hidden_size)``; ``forward(inputs, states) -> (h', [h'])``."""
+
+    _mode = "rnn_tanh"
+
+    def __init__(self, hidden_size: int, activation: str = "tanh", i2h_weight_initializer: Any = None,
+                 h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
+                 h2h_bias_initializer: Any = "zeros", input_size: int = 0, dtype: Any = "float32"):
+        if activation not in ("relu", "tanh"):
+            raise ValueError(f"RNNCell: activation must be 'relu' or 'tanh', got {activation!r}")
+        super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
+                         h2h_bias_initializer, input_size, dtype)
+        self._mode = "rnn_" + activation
+
+
+class LSTMCell(_GatedCell):
+    """LSTM cell with gates i, f, g, o (MXNet's order; see :class:`hybrid.rnn.LSTM`). States ``[h, c]``;
+    ``forward(inputs, states) -> (h', [h', c'])``."""
+
+    _mode = "lstm"
+
+
+class GRUCell(_GatedCell):
+    """GRU cell with gates r, z, n (MXNet's formulation; see :class:`hybrid.rnn.GRU`). States ``[h]``;
+    ``forward(inputs, states) -> (h', [h'])``."""
+
+    _mode = "gru"
+
+
+class SequentialRNNCell(HybridRecurrentCell):
+    """Stacks cells: each step's output feeds the next cell. States are the cells' states, concatenated
+    in order. ``unroll`` runs one cell over the whole sequence after the other (so a
+    :class:`BidirectionalCell` may be stacked)."""
+
+    def add(self, *cells: HybridRecurrentCell) -> None:
+        """Append cells; they are named ``'0'``, ``'1'``, ... in ``collect_params``."""
+        for cell in cells:
+            if not isinstance(cell, HybridRecurrentCell):
+                raise TypeError(f"SequentialRNNCell: expected recurrent cells, got {type(cell).__name__}")
+            self.register_child(cell)
+
+    def state_info(self, batch_size: int = 0) -> list[dict]:
+        return [info for cell in self._children.values() for info in cell.state_info(batch_size)]
+
+    def _split_states(self, states: list) -> list[list]:
+        states, parts = list(states), []
+        for cell in self._children.values():
+            count = len(cell.state_info())
+            parts.append(states[:count])
+            states = states[count:]
+        return parts
+
+    def forward(self, inputs, states):
+        new_states = []
+        for cell, cell_states in zip(self._children.values(), self._split_states(states)):
+            inputs, cell_states = cell(inputs, cell_states)
+            new_states.extend(cell_states)
+        return inputs, new_states
+
+    def _unroll(self, inputs, begin_state, layout, merge_outputs):
+        if begin_state is None:
+            batch = inputs[0].shape[0] if isinstance(inputs, (list, tuple)) else inputs.shape[layout.find("N")]
+            begin_state = self.begin_state(batch)
+        cells, new_states = list(self._children.values()), []
+        for i, (cell, states) in enumerate(zip(cells, self._split_states(begin_state))):
+            inputs, states = cell._unroll(inputs, states, layout, merge_outputs if i == len(cells) - 1 else None)
+            new_states.extend(states)
+        return inputs, new_states
+
+    def __getitem__(self, index: int) -> HybridRecurrentCell:
+        return list(self._children.values())[index]
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+
+class BidirectionalCell(HybridRecurrentCell):
+    """Runs ``l_cell`` forward and ``r_cell`` backward in time over a sequence; each step's output is
+    the two outputs concatenated (left first). States: ``l_cell``'s then ``r_cell``'s. It cannot be
+    stepped (``forward`` raises NotImplementedError); use ``unroll``."""
+
+    def __init__(self, l_cell: HybridRecurrentCell, r_cell: HybridRecurrentCell):
+        super().__init__()
+        self.l_cell = l_cell
+        self.r_cell = r_cell
+
+    def state_info(self, batch_size: int = 0) -> list[dict]:
+        return self.l_cell.state_info(batch_size) + self.r_cell.state_info(batch_size)
+
+    def forward(self, inputs, states):
+        raise NotImplementedError("BidirectionalCell cannot be stepped; use unroll()")
+
+    def _unroll(self, inputs, begin_state, layout, merge_outputs):
+        steps = _steps(inputs, layout)
+        if begin_state is None:
+            begin_state = self.begin_state(steps[0].shape[0], dtype=steps[0].dtype)
+        split = len(self.l_cell.state_info())
+        left, l_states = self.l_cell._unroll(steps, begin_state[:split], layout, False)
+        right, r_states = self.r_cell._unroll(steps[::-1], begin_state[split:], layout, False)
+        outputs = [jnp.concatenate([lo, ro], axis=-1) for lo, ro in zip(left, right[::-1])]
+        return _merged(outputs, inputs, layout, merge_outputs), l_states + r_states
+
+
+class DropoutCell(HybridRecurrentCell):
+    """Dropout on each step's input in training mode (e.g. between cells of a SequentialRNNCell); no states.
+
+    ``axes`` lists axes of the ``(N, C)`` step sharing one mask value.
+    """
+
+    def __init__(self, rate: float, axes: tuple[int, ...] = ()):
+        super().__init__()
+        self._rate, self._axes = check_rate("DropoutCell", "rate", rate), tuple(axes)
+
+    def state_info(self, batch_size: int = 0) -> list[dict]:
+        return []
+
+    def forward(self, inputs, states=None):
+        if self._rate and autograd.is_training():
+            inputs = layer_ops.dropout(inputs, _random.next_key(), rate=self._rate, axes=self._axes)
+        return inputs, [] if states is None else list(states)
+
+    def __repr__(self) -> str:
+        return f"DropoutCell(rate={self._rate}, axes={self._axes})"

@@ -1,0 +1,230 @@
+"""MXNet compatibility: .params files written here byte by byte in MXNet's NDArray format, and symbol JSON."""
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from hybrid import SymbolBlock, autograd, nn
+from hybrid.export import FormatError, parse_mxnet_params
+
+from conftest import assert_close
+
+TYPE_FLAGS = {np.dtype("float32"): 0, np.dtype("float64"): 1, np.dtype("float16"): 2, np.dtype("int32"): 4,
+              np.dtype("int64"): 6}
+
+
+def mx_array(array, version=2):
+    """One NDArray as MXNet's NDArray::Save writes it (V2: magic, storage type; V1: magic; 0: legacy)."""
+    array = np.ascontiguousarray(array)
+    if version == 2:
+        head = struct.pack("<Ii", 0xF993FAC9, 0) + struct.pack("<I", array.ndim)
+        head += struct.pack(f"<{array.ndim}q", *array.shape)
+    elif version == 1:
+        head = struct.pack("<I", 0xF993FAC8) + struct.pack("<I", array.ndim)
+        head += struct.pack(f"<{array.ndim}q", *array.shape)
+    else:  # legacy: the first word is the rank, dims are uint32
+        head = struct.pack("<I", array.ndim) + struct.pack(f"<{array.ndim}I", *array.shape)
+    context = struct.pack("<ii", 1, 0)  # cpu(0)
+    return head + context + struct.pack("<i", TYPE_FLAGS[array.dtype]) + array.astype(array.dtype.newbyteorder("<")).tobytes()
+
+
+def mx_params(named, version=2):
+    """A whole .params file: list magic, reserved, arrays, names."""
+    out = struct.pack("<QQ", 0x112, 0) + struct.pack("<Q", len(named))
+    out += b"".join(mx_array(a, version) for a in named.values())
+    out += struct.pack("<Q", len(named))
+    for name in named:
+        out += struct.pack("<Q", len(name.encode())) + name.encode()
+    return out
+
+
+def weights(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"w0": rng.standard_normal((4, 3)).astype(np.float32), "b0": rng.standard_normal(4).astype(np.float32),
+            "gamma": rng.random(4).astype(np.float32) + 0.5, "beta": rng.standard_normal(4).astype(np.float32),
+            "mean": rng.standard_normal(4).astype(np.float32), "var": rng.random(4).astype(np.float32) + 0.5,
+            "w2": rng.standard_normal((2, 4)).astype(np.float32), "b2": rng.standard_normal(2).astype(np.float32)}
+
+
+def reference(w, x, eps=1e-5):
+    h = np.maximum(x @ w["w0"].T + w["b0"], 0)
+    h = (h - w["mean"]) / np.sqrt(w["var"] + eps) * w["gamma"] + w["beta"]
+    return h @ w["w2"].T + w["b2"]
+
+
+def small_net():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, activation="relu"), nn.BatchNorm(), nn.Dense(2))
+    return net
+
+
+NAMINGS = {
+    "gluon2": ["0.weight", "0.bias", "1.gamma", "1.beta", "1.running_mean", "1.running_var", "2.weight", "2.bias"],
+    "gluon1": ["hybridsequential0_dense0_weight", "hybridsequential0_dense0_bias", "hybridsequential0_batchnorm0_gamma",
+               "hybridsequential0_batchnorm0_beta", "hybridsequential0_batchnorm0_running_mean",
+               "hybridsequential0_batchnorm0_running_var", "hybridsequential0_dense1_weight",
+               "hybridsequential0_dense1_bias"],
+    "module": ["arg:dense0_weight", "arg:dense0_bias", "arg:batchnorm0_gamma", "arg:batchnorm0_beta",
+               "aux:batchnorm0_moving_mean", "aux:batchnorm0_moving_var", "arg:dense1_weight", "arg:dense1_bias"],
+}
+
+
+@pytest.mark.parametrize("naming", sorted(NAMINGS))
+@pytest.mark.parametrize("version", [2, 1, 0])
+def test_load_parameters_reads_mxnet_files(tmp_path, naming, version):
+    w = weights()
+    path = tmp_path / "net.params"
+    path.write_bytes(mx_params(dict(zip(NAMINGS[naming], w.values())), version))
+    net = small_net()  # deferred shapes are filled in from the file
+    net.load_parameters(str(path))
+    for (name, param), expected in zip(net.collect_params().items(), w.values()):
+        np.testing.assert_array_equal(np.asarray(param.data()), expected)
+    x = np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32)
+    assert_close(net(x), reference(w, x), 1e-5, 1e-5)
+
+
+def test_mxnet_dtypes_and_name_errors(tmp_path):
+    path = tmp_path / "half.params"
+    half = np.arange(6, dtype=np.float16).reshape(2, 3)
+    path.write_bytes(mx_params({"arg:w": half, "arg:i": np.array([1, 2], np.int64)}))
+    loaded = parse_mxnet_params(path.read_bytes(), "test")
+    assert loaded["arg:w"].dtype == np.float16 and loaded["arg:i"].dtype == np.int64
+    np.testing.assert_array_equal(loaded["arg:w"], half)
+    w = weights()
+    names = list(NAMINGS["gluon1"])
+    names[0], names[1] = names[1], names[0]  # bias first: cannot match 'weight'
+    path.write_bytes(mx_params(dict(zip(names, w.values()))))
+    with pytest.raises(FormatError, match=r"cannot match MXNet name 'hybridsequential0_dense0_bias' \(position 0\)"):
+        small_net().load_parameters(str(path))
+    path.write_bytes(mx_params(dict(zip(NAMINGS["gluon1"][:3], list(w.values())[:3]))))
+    with pytest.raises(FormatError, match="holds 3 arrays with prefixed names.*the block has 8 parameters"):
+        small_net().load_parameters(str(path))
+
+
+@pytest.mark.parametrize("forge, message", [
+    (lambda b: b[:-5], "unexpected bytes|truncated"),
+    (lambda b: b[:40], "truncated or corrupted"),
+    (lambda b: b[:16] + struct.pack("<Q", 2 ** 60) + b[24:], "declares 1152921504606846976 arrays"),
+    (lambda b: b[:28] + struct.pack("<i", 1) + b[32:], "sparse storage"),
+    (lambda b: b[:32] + struct.pack("<I", 2) + struct.pack("<qq", 2 ** 40, 2 ** 40) + b[52:], "invalid shape"),
+    (lambda b: b[:32] + struct.pack("<I", 2) + struct.pack("<qq", 2 ** 20, 2 ** 20) + b[52:],
+     r"array #0 of shape \(1048576, 1048576\) needs 4398046511104 bytes"),
+    (lambda b: b[:32] + struct.pack("<I", 99) + b[36:], r"rank 99 is out of range"),
+    (lambda b: b[:60] + struct.pack("<i", 77) + b[64:], "unknown type flag 77"),
+])
+def test_forged_mxnet_files_fail_cleanly(tmp_path, forge, message):
+    good = mx_params({"arg:w": np.ones((2, 3), np.float32)})
+    with pytest.raises(FormatError, match=message):
+        parse_mxnet_params(forge(good), "test")
+
+
+# -- MXNet symbol JSON --------------------------------------------------------------------------
+def node(op, name, inputs=(), **attrs):
+    entry = {"op": op, "name": name, "inputs": [[i, 0, 0] for i in inputs]}
+    if attrs:
+        entry["attrs"] = {k: str(v) for k, v in attrs.items()}
+    return entry
+
+
+def conv_symbol():
+    nodes = [node("null", "data"), node("null", "conv0_weight"), node("null", "conv0_bias"),
+             node("Convolution", "conv0", [0, 1, 2], kernel=(3, 3), pad=(1, 1), num_filter=2),
+             node("null", "bn0_gamma"), node("null", "bn0_beta"), node("null", "bn0_moving_mean"),
+             node("null", "bn0_moving_var"),
+             node("BatchNorm", "bn0", [3, 4, 5, 6, 7], eps=1e-5, fix_gamma=False),
+             node("LeakyReLU", "lrelu0", [8], act_type="leaky", slope=0.1),
+             node("Pooling", "pool0", [9], kernel=(2, 2), stride=(2, 2), pool_type="max"),
+             node("Flatten", "flat0", [10]),
+             node("null", "fc0_weight"), node("null", "fc0_bias"),
+             node("FullyConnected", "fc0", [11, 12, 13], num_hidden=3),
+             node("Activation", "relu0", [14], act_type="relu"),
+             node("Dropout", "drop0", [15], p=0.5),
+             node("_mul_scalar", "mul0", [16], scalar=2.0),
+             node("elemwise_add", "add0", [17, 14]),
+             node("Concat", "cat0", [18, 14], dim=1, num_args=2),
+             node("Reshape", "resh0", [19], shape=(0, 2, -1)),
+             node("Flatten", "flat1", [20]),
+             node("null", "softmax_label"),
+             node("SoftmaxOutput", "softmax", [21, 22])]
+    return {"nodes": nodes, "arg_nodes": [i for i, n in enumerate(nodes) if n["op"] == "null"],
+            "heads": [[23, 0, 0]], "attrs": {"mxnet_version": ["int", 10600]}}
+
+
+def conv_weights():
+    rng = np.random.default_rng(2)
+    return {"arg:conv0_weight": rng.standard_normal((2, 1, 3, 3)).astype(np.float32),
+            "arg:conv0_bias": rng.standard_normal(2).astype(np.float32),
+            "arg:bn0_gamma": rng.random(2).astype(np.float32) + 0.5,
+            "arg:bn0_beta": rng.standard_normal(2).astype(np.float32),
+            "aux:bn0_moving_mean": rng.standard_normal(2).astype(np.float32),
+            "aux:bn0_moving_var": rng.random(2).astype(np.float32) + 0.5,
+            "arg:fc0_weight": rng.standard_normal((3, 8)).astype(np.float32),
+            "arg:fc0_bias": rng.standard_normal(3).astype(np.float32)}
+
+
+def conv_reference(p, x):
+    n, _, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    conv = np.zeros((n, 2, h, w))
+    for o in range(2):
+        for i in range(h):
+            for j in range(w):
+                conv[:, o, i, j] = (padded[:, :, i:i + 3, j:j + 3] * p["arg:conv0_weight"][o]).sum((1, 2, 3))
+        conv[:, o] += p["arg:conv0_bias"][o]
+    c = lambda v: v.reshape(1, 2, 1, 1)  # noqa: E731
+    bn = (conv - c(p["aux:bn0_moving_mean"])) / np.sqrt(c(p["aux:bn0_moving_var"]) + 1e-5) * c(p["arg:bn0_gamma"]) \
+        + c(p["arg:bn0_beta"])
+    act = np.where(bn > 0, bn, 0.1 * bn)
+    pooled = act.reshape(n, 2, h // 2, 2, w // 2, 2).max((3, 5)).reshape(n, -1)
+    fc = pooled @ p["arg:fc0_weight"].T + p["arg:fc0_bias"]
+    added = 2 * np.maximum(fc, 0) + fc
+    logits = np.concatenate([added, fc], 1)
+    e = np.exp(logits - logits.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def test_mxnet_symbol_imports_runs_hybridizes_exports_and_trains(tmp_path):
+    sym, params = tmp_path / "model-symbol.json", tmp_path / "model-0000.params"
+    sym.write_text(json.dumps(conv_symbol()))
+    p = conv_weights()
+    params.write_bytes(mx_params(p))
+    net = SymbolBlock.imports(str(sym), ["data"], str(params))
+    assert net.collect_params()["bn0_moving_mean"].grad_req == "null"
+    x = np.random.default_rng(3).standard_normal((2, 1, 4, 4)).astype(np.float32)
+    assert_close(net(x), conv_reference(p, x), 1e-5, 1e-6)
+    assert net(np.ones((5, 1, 4, 4), np.float32)).shape == (5, 6)  # MXNet symbols take any batch size
+    net.hybridize()
+    assert_close(net(x), conv_reference(p, x), 1e-5, 1e-6)
+    ours, our_params = net.export(str(tmp_path / "ours"))
+    assert_close(SymbolBlock.imports(ours, None, our_params)(x), conv_reference(p, x), 1e-5, 1e-6)
+    with autograd.record():
+        out = net(x)
+    autograd.backward(out, head_grads=np.eye(6, dtype=np.float32)[:2])
+    assert np.abs(np.asarray(net.collect_params()["conv0_weight"].grad())).sum() > 0
+    batch_mean = np.asarray(net.collect_params()["bn0_moving_mean"].data())
+    assert not np.allclose(batch_mean, p["aux:bn0_moving_mean"])  # training updated the running statistics
+
+
+def test_mxnet_embedding_symbol_and_unknown_operators(tmp_path):
+    nodes = [node("null", "data"), node("null", "emb_weight"),
+             node("Embedding", "emb", [0, 1], input_dim=5, output_dim=2), node("Flatten", "flat", [2]),
+             node("softmax", "prob", [3], axis=-1)]
+    sym, params = tmp_path / "emb-symbol.json", tmp_path / "emb-0000.params"
+    sym.write_text(json.dumps({"nodes": nodes, "heads": [[4, 0, 0]]}))
+    table = np.random.default_rng(4).standard_normal((5, 2)).astype(np.float32)
+    params.write_bytes(mx_params({"arg:emb_weight": table}))
+    net = SymbolBlock.imports(str(sym), "data", str(params))
+    tokens = np.array([[0, 3], [4, 1]], np.int32)
+    flat = table[tokens].reshape(2, 4)
+    expected = np.exp(flat) / np.exp(flat).sum(1, keepdims=True)
+    assert_close(net(tokens), expected)
+    nodes += [node("Custom", "mystery", [4], op_type="x"), node("SVMOutput", "svm", [5])]
+    sym.write_text(json.dumps({"nodes": nodes, "heads": [[6, 0, 0]]}))
+    with pytest.raises(FormatError, match=r"unsupported MXNet operator\(s\): Custom \(node 'mystery'\), "
+                                          r"SVMOutput \(node 'svm'\)"):
+        SymbolBlock.imports(str(sym), "data", str(params))
+    nodes[2]["attrs"]["input_dim"] = "5; import os"
+    sym.write_text(json.dumps({"nodes": nodes[:5], "heads": [[4, 0, 0]]}))
+    with pytest.raises(FormatError, match="is not an integer"):
+        SymbolBlock.imports(str(sym), "data", str(params))(tokens)
