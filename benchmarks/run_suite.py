@@ -251,7 +251,8 @@ def main() -> None:
     frameworks = list(dict.fromkeys(args.frameworks + ([LIMIT] if LIMIT not in args.frameworks else [])))
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
             "platform": platform.platform(), "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(),
-            "cpus_per_worker": args.cpus, "repeats": args.repeats, "budget_s": args.budget, "sample_ms": args.sample_ms, "batches": batches}
+            "cpus_per_worker": args.cpus, "repeats": args.repeats, "budget_s": args.budget,
+            "sample_ms": args.sample_ms, "batches": batches}
     print("benchmark suite, %s, %d CPUs, load average %s" % (meta["date"], meta["cpus"],
                                                              " ".join("%.2f" % v for v in meta["loadavg_start"])))
     start = time.perf_counter()

@@ -121,7 +121,7 @@ class Transformer(nnx.Module):
 def make_model(model):
     p = {n: spec.channels_last(model, n, v) for n, v in spec.init_params(model).items()}
     if model in ("mlp33", "mlp784"):
-        return MLP(p, spec.MLP33_HIDDEN + 1 if model == "mlp33" else len(spec.MLP784_SIZES))
+        return MLP(p, len(spec.mlp_sizes(model)) - 1)
     return {"cnn": CNN, "resnet18": ResNet18, "transformer": Transformer}[model](p)
 
 

@@ -120,10 +120,8 @@ class Transformer(hybrid.HybridBlock):
 
 def make_net(model: str) -> hybrid.HybridBlock:
     """The hybrid network of ``model``, its parameters set to the canonical initial values."""
-    if model == "mlp33":
-        net = MLP([spec.MLP33_WIDTH] * (spec.MLP33_HIDDEN + 1) + [spec.CLASSES])
-    elif model == "mlp784":
-        net = MLP(list(spec.MLP784_SIZES) + [spec.CLASSES])
+    if model in ("mlp33", "mlp784"):
+        net = MLP(spec.mlp_sizes(model))
     else:
         net = {"cnn": CNN, "resnet18": ResNet18, "transformer": Transformer}[model]()
     net.initialize()

@@ -97,8 +97,7 @@ def forward(model, p, x, train):
     and the new running statistics (empty unless ``train`` and the model has BatchNorm)."""
     new_state = {}
     if model in ("mlp33", "mlp784"):
-        n_layers = spec.MLP33_HIDDEN + 1 if model == "mlp33" else len(spec.MLP784_SIZES)
-        logits = _mlp(p, x, n_layers)
+        logits = _mlp(p, x, len(spec.mlp_sizes(model)) - 1)
     elif model == "cnn":
         logits = _cnn(p, x, train, new_state)
     elif model == "resnet18":

@@ -112,8 +112,7 @@ class Transformer(nn.HybridBlock):
 
 def make_net(model):
     if model in ("mlp33", "mlp784"):
-        sizes = [spec.MLP33_WIDTH] * (spec.MLP33_HIDDEN + 1) if model == "mlp33" else list(spec.MLP784_SIZES)
-        net = MLP(sizes + [spec.CLASSES])
+        net = MLP(spec.mlp_sizes(model))
     else:
         net = {"cnn": CNN, "resnet18": ResNet18, "transformer": Transformer}[model]()
     net.initialize()

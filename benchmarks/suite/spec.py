@@ -8,7 +8,7 @@ the code runs on Python 3.8 (the MXNet worker's interpreter).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -70,6 +70,13 @@ def layer_norm(name: str, c: int) -> Spec:
     return [(name + ".gamma", (c,), "ones"), (name + ".beta", (c,), "zeros")]
 
 
+def mlp_sizes(model: str) -> List[int]:
+    """Layer widths of an MLP model, input and classes included."""
+    if model == "mlp33":
+        return [MLP33_WIDTH] * (MLP33_HIDDEN + 1) + [CLASSES]
+    return list(MLP784_SIZES) + [CLASSES]
+
+
 def resnet_blocks() -> List[Tuple[str, int, int, int]]:
     """``(name, in_channels, out_channels, stride)`` of the eight basic blocks, in order."""
     blocks, c_in = [], 64
@@ -83,11 +90,8 @@ def resnet_blocks() -> List[Tuple[str, int, int, int]]:
 def param_spec(model: str) -> Spec:
     """Canonical ``(name, shape, kind)`` of every parameter and state array of ``model``, in order.
     Names are structural (``'blocks.0.conv1.weight'``); kinds starting with ``state`` are not trained."""
-    if model == "mlp33":
-        sizes = [MLP33_WIDTH] * (MLP33_HIDDEN + 1) + [CLASSES]
-    elif model == "mlp784":
-        sizes = list(MLP784_SIZES) + [CLASSES]
     if model in ("mlp33", "mlp784"):
+        sizes = mlp_sizes(model)
         return [p for i in range(len(sizes) - 1) for p in dense("layers.%d" % i, sizes[i], sizes[i + 1])]
     if model == "cnn":
         spec, c_in = [], 3
@@ -183,11 +187,10 @@ def to_float(value: Any) -> float:
     return float(np.mean(np.asarray(value)))
 
 
-def check_loaded(framework: str, model: str, shapes: Dict[str, Tuple[int, ...]],
-                 layout: Optional[Callable[[str, Tuple[int, ...]], Tuple[int, ...]]] = None) -> None:
-    """Raise ValueError unless ``shapes`` (a framework's own parameter shapes by canonical name) covers the
-    canonical specification exactly; ``layout`` maps a canonical shape to the framework's layout."""
-    expected = {n: (layout(n, s) if layout else s) for n, s, _ in param_spec(model)}
+def check_loaded(framework: str, model: str, shapes: Dict[str, Tuple[int, ...]]) -> None:
+    """Raise ValueError unless ``shapes`` (a framework's own parameter shapes by structural name) match the
+    canonical specification exactly."""
+    expected = {n: s for n, s, _ in param_spec(model)}
     got = {n: tuple(s) for n, s in shapes.items()}
     if got != expected:
         diff = sorted(set(expected.items()) ^ set(got.items()))[:6]

@@ -119,7 +119,7 @@ class Transformer(nn.Module):
 def make_model(model):
     p = spec.init_params(model)
     if model in ("mlp33", "mlp784"):
-        return MLP(p, spec.MLP33_HIDDEN + 1 if model == "mlp33" else len(spec.MLP784_SIZES))
+        return MLP(p, len(spec.mlp_sizes(model)) - 1)
     return {"cnn": CNN, "resnet18": ResNet18, "transformer": Transformer}[model](p)
 
 
