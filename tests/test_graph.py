@@ -100,3 +100,16 @@ def test_verify_catches_broken_graphs():
 def test_unknown_pass_is_rejected():
     with pytest.raises(ValueError, match=r"unknown pass\(es\) \['fold_everything'\]"):
         graph.resolve_passes(["dce", "fold_everything"])
+
+
+def test_pieces_of_differentiated_big_ops_are_not_mistaken_for_the_op(rng):
+    from hybrid.graph.memory import training_graph
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w = rng.standard_normal((2, 3)).astype(np.float32)
+    g = training_graph(lambda w, x: jnp.sum(layer_ops.activation(layer_ops.dense(x, w), "relu") ** 2), w, x)
+    values = [np.ones(v.shape, v.dtype) for v in g.inputs]
+    loss, grad_w = graph.lower(g)(*values)[:2]
+    expected_loss, expected_grad = jax.value_and_grad(
+        lambda w: jnp.sum(jax.nn.relu(np.ones((4, 3), np.float32) @ w.T) ** 2))(np.ones((2, 3), np.float32))
+    assert_close(loss, expected_loss)
+    assert_close(grad_w, expected_grad)

@@ -7,6 +7,7 @@ bind it again unchanged (control flow, custom derivatives and effects included).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import jax
@@ -76,7 +77,7 @@ class _Builder:
             if name in _INLINED_CALLS:
                 inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
                 bound = ops.bound_op(eqn.params.get("name", ""))
-                if bound is not None:
+                if bound is not None and _matches(bound, eqn):
                     attrs = dict(bound.attrs)
                     attrs["_in_tree"] = bound.in_tree
                     node = Node(bound.opdef.name, "op", inputs, out_types, attrs, bound, scope)
@@ -103,6 +104,25 @@ class _Builder:
         self.convert(jaxpr, inner_env, scope)
         for var, atom in zip(outvars, jaxpr.outvars):
             env[var] = self.read(inner_env, atom)
+
+
+@functools.lru_cache(maxsize=4096)
+def _output_types(bound: Any, in_types: tuple) -> tuple | None:
+    specs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in in_types]
+    try:
+        out = jax.eval_shape(bound.fn, *specs)
+    except Exception:  # inputs of another shape: not this op
+        return None
+    return tuple((o.shape, o.dtype) for o in jax.tree_util.tree_leaves(out))
+
+
+def _matches(bound: Any, eqn: Any) -> bool:
+    """Whether a jit call named after a big op is that op itself, not a piece of it that
+    differentiation split off (same name, other inputs/outputs)."""
+    if len(eqn.invars) != bound.in_tree.num_leaves:
+        return False
+    in_types = tuple((v.aval.shape, v.aval.dtype) for v in eqn.invars)
+    return _output_types(bound, in_types) == tuple((v.aval.shape, v.aval.dtype) for v in eqn.outvars)
 
 
 def _join_scope(outer: str, inner: str) -> str:
