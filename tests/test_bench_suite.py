@@ -1,0 +1,124 @@
+"""The benchmark suite's models are the same model in hybrid and in hand-written JAX (the frameworks CI has):
+equal parameter counts, equal losses over training steps from the canonical initial parameters, and a
+NumPy reference of one SGD-momentum step of the 33-layer MLP. Also: the runner end to end on one model."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hybrid
+from benchmarks import suite
+from benchmarks.suite import spec
+from benchmarks.suite.worker import Worker
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Counted by hand from the architectures (weights + biases; BatchNorm gamma/beta trainable, running stats not).
+EXPECTED_COUNTS = {
+    "mlp33": (32 * (64 * 64 + 64) + 64 * 10 + 10, 0),
+    "mlp784": (784 * 512 + 512 + 3 * (512 * 512 + 512) + 512 * 10 + 10, 0),
+    "cnn": (3 * 32 * 9 + 32 * 64 * 9 + 64 * 128 * 9 + 2 * (32 + 64 + 128) + 2048 * 10 + 10, 2 * (32 + 64 + 128)),
+    "resnet18": (11_173_962, 9_600),  # the CIFAR ResNet-18 with 10 classes
+    "transformer": (4 * ((128 * 384 + 384) + (128 * 128 + 128) + (128 * 512 + 512) + (512 * 128 + 128) + 4 * 128)
+                    + 128 * 10 + 10, 0),
+}
+
+
+@pytest.mark.parametrize("model", list(spec.MODELS))
+def test_parameter_counts_agree(model):
+    from benchmarks.suite import hybrid_models, jax_handwritten
+    net = hybrid_models.make_net(model)
+    params = net.collect_params().values()
+    hybrid_counts = (sum(int(np.prod(p.shape)) for p in params if p.grad_req != "null"),
+                     sum(int(np.prod(p.shape)) for p in params if p.grad_req == "null"))
+    assert spec.count(model) == EXPECTED_COUNTS[model]
+    assert hybrid_counts == EXPECTED_COUNTS[model]
+    if model != "resnet18":  # building compiles nothing, but keep the large model's arrays out of the fast path
+        case = jax_handwritten.build(model, 2)
+        assert (case.n_params, case.n_state) == EXPECTED_COUNTS[model]
+
+
+def losses(framework, model, batch, steps=2):
+    case = suite.build(framework, model, batch)
+    return [spec.to_float(case.train_step()) for _ in range(steps)], np.asarray(case.infer())
+
+
+@pytest.mark.parametrize("model", ["mlp784", "cnn", "transformer"])
+def test_hybrid_and_handwritten_jax_train_alike(model, monkeypatch):
+    """Two steps (the second loss depends on the first update) and inference after them, on narrower
+    versions of the models (every module reads the sizes from spec) to keep compile times short."""
+    monkeypatch.setattr(spec, "MLP784_SIZES", (784, 32, 32))
+    monkeypatch.setattr(spec, "CNN_CHANNELS", (4, 8, 8))
+    monkeypatch.setattr(spec, "TRANSFORMER", {"layers": 1, "units": 16, "heads": 2, "ffn": 32, "length": 8})
+    expected, expected_out = losses("jax_handwritten", model, 2)
+    for framework in ["hybrid_hybridized"] + (["hybrid_compiled"] if hasattr(hybrid, "compile") else []):
+        got, out = losses(framework, model, 2)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6, err_msg=framework)
+        np.testing.assert_allclose(out, expected_out, rtol=1e-4, atol=1e-5, err_msg=framework)
+    assert expected[1] < expected[0]  # the step really trains
+
+
+def numpy_mlp_steps(params, x, y, steps):
+    """Losses of ``steps`` SGD-momentum steps of a ReLU MLP on mean softmax cross-entropy (float64)."""
+    names = [n[:-len(".weight")] for n in params if n.endswith(".weight")]
+    w = {k: v.astype(np.float64) for k, v in params.items()}
+    mom = {k: np.zeros_like(v) for k, v in w.items()}
+    onehot = np.eye(spec.CLASSES)[y]
+    out = []
+    for _ in range(steps):
+        acts = [x.astype(np.float64)]
+        for i, name in enumerate(names):
+            z = acts[-1] @ w[name + ".weight"].T + w[name + ".bias"]
+            acts.append(np.maximum(z, 0) if i < len(names) - 1 else z)
+        logits = acts[-1] - acts[-1].max(axis=1, keepdims=True)
+        probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        out.append(float(-np.mean(np.log(probs[np.arange(len(y)), y]))))
+        delta = (probs - onehot) / len(y)
+        grads = {}
+        for i in reversed(range(len(names))):
+            grads[names[i] + ".weight"] = delta.T @ acts[i]
+            grads[names[i] + ".bias"] = delta.sum(axis=0)
+            delta = (delta @ w[names[i] + ".weight"]) * (acts[i] > 0)
+        for k in w:
+            mom[k] = spec.MOMENTUM * mom[k] - spec.LEARNING_RATE * grads[k]
+            w[k] += mom[k]
+    return out
+
+
+def test_mlp_steps_match_numpy_reference():
+    x, y = spec.data("mlp33", 4)
+    expected = numpy_mlp_steps(spec.init_params("mlp33"), x, y, steps=3)
+    frameworks = ["jax_handwritten", "hybrid_eager", "hybrid_hybridized"]
+    frameworks += ["hybrid_compiled"] if hasattr(hybrid, "compile") else []
+    for framework in frameworks:
+        got, _ = losses(framework, "mlp33", 4, steps=3)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, err_msg=framework)
+
+
+def test_worker_reports_missing_frameworks(monkeypatch):
+    monkeypatch.setitem(suite.FRAMEWORKS, "absent", ("no_such_framework_module", None))
+    assert Worker("absent").build("mlp33", 2)["status"] == "not installed"
+    reply = Worker("hybrid_compiled").build("mlp33", 2)
+    assert reply["status"] == ("ok" if hasattr(hybrid, "compile") else "unavailable")
+
+
+def test_runner_end_to_end(tmp_path):
+    out = tmp_path / "suite"
+    env = dict(os.environ, HYBRID_BENCH_PYTHON=sys.executable, HYBRID_BENCH_MXNET_PYTHON=str(tmp_path / "none"))
+    done = subprocess.run([sys.executable, "benchmarks/run_suite.py", "--quick", "--models", "mlp33",
+                           "--frameworks", "jax_handwritten", "mxnet_gluon_eager", "--repeats", "2",
+                           "--sample-ms", "1", "--batch", "mlp33=4", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {(r["framework"], r["mode"]): r for r in json.loads(out.with_suffix(".json").read_text())["rows"]}
+    for mode in ("train", "infer"):
+        limit = rows[("jax_handwritten", mode)]
+        assert limit["ratio"] == 1.0 and limit["samples"] == 2
+        assert limit["median_ms"] > 0 and limit["first_s"] > 0 and limit["peak_mb"] > limit["rss_import_mb"] > 0
+    assert len(rows[("jax_handwritten", "train")]["losses"]) == 3
+    assert rows[("mxnet_gluon_eager", "infer")]["status"] == "not installed"
+    assert "jax_handwritten" in out.with_suffix(".txt").read_text()
