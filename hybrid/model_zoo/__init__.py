@@ -2,16 +2,14 @@
 
 Models are built untrained (no pretrained weights are shipped); call ``net.initialize()`` before use.
 """
-from .gpt import GPTModel, gpt_small
-from .classic import MLP, LeNet, lenet, mlp
-from .mobilenet import InvertedResidual, MobileNetV2, get_mobilenet_v2
+from . import classic, gpt, mobilenet, resnet, transformer, vgg
+from .classic import *  # noqa: F401,F403
+from .gpt import *  # noqa: F401,F403
+from .mobilenet import *  # noqa: F401,F403
 from .registry import get_model, get_model_list
-from .resnet import (BasicBlockV1, BasicBlockV2, BottleneckV1, BottleneckV2, ResNetV1, ResNetV2, get_cifar_resnet,
-                     get_resnet)
-from .transformer import TokenPositionEmbedding, TransformerClassifier, transformer_classifier
-from .vgg import VGG, AdaptiveAvgPool2D, get_vgg
+from .resnet import *  # noqa: F401,F403
+from .transformer import *  # noqa: F401,F403
+from .vgg import *  # noqa: F401,F403
 
-__all__ = ["get_model", "get_model_list", "MLP", "LeNet", "ResNetV1", "ResNetV2", "BasicBlockV1", "BottleneckV1",
-           "BasicBlockV2", "BottleneckV2", "VGG", "AdaptiveAvgPool2D", "MobileNetV2", "InvertedResidual",
-           "TransformerClassifier", "TokenPositionEmbedding", "GPTModel", "get_resnet", "get_cifar_resnet",
-           "get_vgg", "get_mobilenet_v2", "mlp", "lenet", "transformer_classifier", "gpt_small"]
+__all__ = ["get_model", "get_model_list"] + [name for module in (classic, resnet, vgg, mobilenet, transformer, gpt)
+                                             for name in module.__all__]
