@@ -75,10 +75,11 @@ def write_synthetic_cifar(folder: str, train_size: int, test_size: int, seed: in
     write_cifar_batch(os.path.join(folder, "test_batch.bin"), *synthetic_images(test_size, rng))
 
 
-def channel_statistics(dataset: CIFAR10) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and standard deviation of the images in [0, 1]."""
-    pixels = np.stack([image for image, _ in dataset]).reshape(-1, 3) / 255.0
-    return pixels.mean(axis=0), pixels.std(axis=0)
+def channel_statistics(dataset: CIFAR10, limit: int = 5000) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and standard deviation of the images in [0, 1], from at most ``limit`` of them."""
+    step = max(1, len(dataset) // limit)
+    pixels = np.stack([dataset[i][0] for i in range(0, len(dataset), step)]).reshape(-1, 3)
+    return pixels.mean(axis=0, dtype=np.float64) / 255.0, pixels.std(axis=0, dtype=np.float64) / 255.0
 
 
 def build_model(name: str | None, depth: int) -> hybrid.HybridBlock:

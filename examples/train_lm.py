@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--prompt", default="A HybridBlock ")
     parser.add_argument("--sample-length", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: a tiny model without dropout, 2 epochs of 15 steps")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: a tiny model without dropout, 2 epochs of 15 steps")
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs, args.steps_per_epoch, args.units, args.layers, args.heads = 2, 15, 32, 1, 2

@@ -41,8 +41,8 @@ class GPTModel(HybridBlock):
         super().__init__()
         self._max_length = max_length
         self.embedding = TokenPositionEmbedding(vocab_size, units, max_length, dropout)
-        self.decoder = encoder_stack(num_layers, units, hidden_size or 4 * units, num_heads, dropout, "gelu_tanh",
-                                     pre_norm=True)
+        self.decoder = encoder_stack("GPTModel", num_layers, units, hidden_size or 4 * units, num_heads, dropout,
+                                     "gelu_tanh", pre_norm=True)
         self.norm = nn.LayerNorm(in_channels=units)
         self.output = None if tie_weights else nn.Dense(vocab_size, use_bias=False, flatten=False, in_units=units)
 

@@ -128,9 +128,7 @@ def _projection(channels: int, stride: int, in_channels: int, batch_norm: bool) 
     return shortcut
 
 
-def _check_args(name: str, block: type, layers: Any, channels: Any, classes: int, stem: str) -> None:
-    if block not in (BasicBlockV1, BottleneckV1, BasicBlockV2, BottleneckV2):
-        raise ValueError(f"{name}: block must be one of the ResNet block classes, got {block!r}")
+def _check_args(name: str, layers: Any, channels: Any, classes: int, stem: str) -> None:
     if len(channels) != len(layers) + 1:
         raise ValueError(f"{name}: channels needs one entry for the stem and one per stage "
                          f"({len(layers) + 1}), got {len(channels)}")
@@ -149,7 +147,7 @@ class _ResNet(HybridBlock):
         super().__init__()
         name = type(self).__name__
         stem = "cifar" if thumbnail else stem
-        _check_args(name, block, layers, channels, classes, stem)
+        _check_args(name, layers, channels, classes, stem)
         self.features = nn.HybridSequential()
         if stem == "imagenet":
             self.features.add(_conv(channels[0], 7, 2, in_channels), _bn(channels[0]), nn.Activation("relu"),

@@ -43,12 +43,12 @@ class TokenPositionEmbedding(HybridBlock):
         return self.dropout(self.token(tokens) + self.position(positions)[None])
 
 
-def encoder_stack(num_layers: int, units: int, hidden_size: int, num_heads: int, dropout: float,
+def encoder_stack(who: str, num_layers: int, units: int, hidden_size: int, num_heads: int, dropout: float,
                   activation: str, pre_norm: bool) -> nn.HybridSequential:
     """``num_layers`` :class:`hybrid.nn.TransformerEncoderLayer` s in a HybridSequential (called one by
-    one, since they take masks)."""
+    one, since they take masks); ValueError naming ``who`` for a bad ``num_layers``."""
     if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers <= 0:
-        raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+        raise ValueError(f"{who}: num_layers must be a positive integer, got {num_layers!r}")
     stack = nn.HybridSequential()
     for _ in range(num_layers):
         stack.add(nn.TransformerEncoderLayer(units, hidden_size, num_heads, dropout=dropout, activation=activation,
@@ -82,7 +82,8 @@ class TransformerClassifier(HybridBlock):
             raise ValueError(f"TransformerClassifier: pooling must be one of {POOLINGS}, got {pooling!r}")
         self._pooling = pooling
         self.embedding = TokenPositionEmbedding(vocab_size, units, max_length, dropout)
-        self.encoder = encoder_stack(num_layers, units, hidden_size, num_heads, dropout, activation, pre_norm)
+        self.encoder = encoder_stack("TransformerClassifier", num_layers, units, hidden_size, num_heads, dropout,
+                                     activation, pre_norm)
         self.norm = nn.LayerNorm(in_channels=units) if pre_norm else None
         self.output = nn.Dense(classes, in_units=units)
 
