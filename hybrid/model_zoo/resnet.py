@@ -34,7 +34,22 @@ def _relu(x):
     return layer_ops.activation(x, "relu")
 
 
-class BasicBlockV1(HybridBlock):
+class _BlockV1(HybridBlock):
+    """A post-activation residual block: ``relu(body(x) + shortcut(x))``; the shortcut is the input, or
+    with ``downsample`` a strided 1x1 convolution and BatchNorm."""
+
+    def __init__(self, body: list, channels: int, stride: int, downsample: bool, in_channels: int):
+        super().__init__()
+        self.body = nn.HybridSequential()
+        self.body.add(*body)
+        self.downsample = _projection(channels, stride, in_channels, batch_norm=True) if downsample else None
+
+    def forward(self, x):
+        shortcut = x if self.downsample is None else self.downsample(x)
+        return _relu(self.body(x) + shortcut)
+
+
+class BasicBlockV1(_BlockV1):
     """Two 3x3 convolutions with BatchNorm; the sum with the shortcut goes through ReLU.
 
     ``downsample`` projects the shortcut with a strided 1x1 convolution and BatchNorm (needed when
@@ -43,81 +58,67 @@ class BasicBlockV1(HybridBlock):
     """
 
     def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0):
-        super().__init__()
-        self.body = nn.HybridSequential()
-        self.body.add(_conv(channels, 3, stride, in_channels), _bn(channels), nn.Activation("relu"),
-                      _conv(channels, 3, 1, channels), _bn(channels))
-        self.downsample = _projection(channels, stride, in_channels, batch_norm=True) if downsample else None
-
-    def forward(self, x):
-        shortcut = x if self.downsample is None else self.downsample(x)
-        return _relu(self.body(x) + shortcut)
+        super().__init__([_conv(channels, 3, stride, in_channels), _bn(channels), nn.Activation("relu"),
+                          _conv(channels, 3, 1, channels), _bn(channels)], channels, stride, downsample, in_channels)
 
 
-class BottleneckV1(HybridBlock):
+class BottleneckV1(_BlockV1):
     """1x1 (reduce to ``channels // 4``, strided as in the paper), 3x3, 1x1 (expand to ``channels``)
     convolutions with BatchNorm; the sum with the shortcut goes through ReLU. Shapes as BasicBlockV1."""
 
     def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0):
-        super().__init__()
         width = channels // 4
-        self.body = nn.HybridSequential()
-        self.body.add(_conv(width, 1, stride, in_channels), _bn(width), nn.Activation("relu"),
-                      _conv(width, 3, 1, width), _bn(width), nn.Activation("relu"),
-                      _conv(channels, 1, 1, width), _bn(channels))
-        self.downsample = _projection(channels, stride, in_channels, batch_norm=True) if downsample else None
+        super().__init__([_conv(width, 1, stride, in_channels), _bn(width), nn.Activation("relu"),
+                          _conv(width, 3, 1, width), _bn(width), nn.Activation("relu"),
+                          _conv(channels, 1, 1, width), _bn(channels)], channels, stride, downsample, in_channels)
+
+
+class _BlockV2(HybridBlock):
+    """A pre-activation residual block: convolutions ``conv1``, ``conv2``, ... each preceded by BatchNorm
+    (``bn1``, ``bn2``, ...) and ReLU, plus the shortcut; with ``downsample`` the shortcut is a strided 1x1
+    convolution of the pre-activated input. ``convs`` lists ``(channels, kernel, stride)`` per convolution."""
+
+    def __init__(self, convs: list[tuple[int, int, int]], channels: int, stride: int, downsample: bool,
+                 in_channels: int):
+        super().__init__()
+        width = in_channels
+        for i, (out, kernel, conv_stride) in enumerate(convs, start=1):
+            setattr(self, f"bn{i}", _bn(width))
+            setattr(self, f"conv{i}", _conv(out, kernel, conv_stride, width))
+            width = out
+        self._depth = len(convs)
+        self.downsample = _projection(channels, stride, in_channels, batch_norm=False) if downsample else None
 
     def forward(self, x):
-        shortcut = x if self.downsample is None else self.downsample(x)
-        return _relu(self.body(x) + shortcut)
+        shortcut = x
+        x = _relu(self.bn1(x))
+        if self.downsample is not None:
+            shortcut = self.downsample(x)
+        x = self.conv1(x)
+        for i in range(2, self._depth + 1):
+            x = getattr(self, f"conv{i}")(_relu(getattr(self, f"bn{i}")(x)))
+        return x + shortcut
 
 
-class BasicBlockV2(HybridBlock):
+class BasicBlockV2(_BlockV2):
     """Pre-activation basic block: ``BN -> ReLU -> conv3x3 -> BN -> ReLU -> conv3x3``, plus the shortcut
     (no activation after the sum). ``downsample`` projects the pre-activated input with a strided 1x1
     convolution. Shapes as BasicBlockV1. Children: ``bn1``, ``conv1``, ``bn2``, ``conv2``, ``downsample``.
     """
 
     def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0):
-        super().__init__()
-        self.bn1 = _bn(in_channels)
-        self.conv1 = _conv(channels, 3, stride, in_channels)
-        self.bn2 = _bn(channels)
-        self.conv2 = _conv(channels, 3, 1, channels)
-        self.downsample = _projection(channels, stride, in_channels, batch_norm=False) if downsample else None
-
-    def forward(self, x):
-        shortcut = x
-        x = _relu(self.bn1(x))
-        if self.downsample is not None:
-            shortcut = self.downsample(x)
-        x = self.conv2(_relu(self.bn2(self.conv1(x))))
-        return x + shortcut
+        super().__init__([(channels, 3, stride), (channels, 3, 1)], channels, stride, downsample, in_channels)
 
 
-class BottleneckV2(HybridBlock):
+class BottleneckV2(_BlockV2):
     """Pre-activation bottleneck: ``BN -> ReLU -> conv1x1 -> BN -> ReLU -> conv3x3 (strided) -> BN ->
-    ReLU -> conv1x1``, plus the shortcut. Shapes as BasicBlockV1."""
+    ReLU -> conv1x1``, plus the shortcut. Shapes as BasicBlockV1; children ``bn1`` ... ``conv3``,
+    ``downsample``."""
 
     def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0):
-        super().__init__()
         width = channels // 4
-        self.bn1 = _bn(in_channels)
-        self.conv1 = _conv(width, 1, 1, in_channels)
-        self.bn2 = _bn(width)
-        self.conv2 = _conv(width, 3, stride, width)
-        self.bn3 = _bn(width)
-        self.conv3 = _conv(channels, 1, 1, width)
-        self.downsample = _projection(channels, stride, in_channels, batch_norm=False) if downsample else None
-
-    def forward(self, x):
-        shortcut = x
-        x = _relu(self.bn1(x))
-        if self.downsample is not None:
-            shortcut = self.downsample(x)
-        x = self.conv2(_relu(self.bn2(self.conv1(x))))
-        x = self.conv3(_relu(self.bn3(x)))
-        return x + shortcut
+        super().__init__([(width, 1, 1), (width, 3, stride), (channels, 1, 1)], channels, stride, downsample,
+                         in_channels)
 
 
 def _projection(channels: int, stride: int, in_channels: int, batch_norm: bool) -> nn.HybridSequential:
