@@ -139,7 +139,7 @@ def _check_args(name: str, layers: Any, channels: Any, classes: int, stem: str) 
 
 
 class _ResNet(HybridBlock):
-    """Shared constructor of ResNetV1 and ResNetV2: the stem, the stages, then ``_head``."""
+    """Shared constructor of ResNetV1 and ResNetV2: the stem, the stages, global pooling and the output."""
 
     _version = 1
 
