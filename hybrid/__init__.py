@@ -6,11 +6,12 @@
 """
 from . import autograd, data, errors, graph, init, loss, lr_scheduler, metric, nn, optimizer, random, utils
 from . import rnn
+from . import distributed
 from .block import Block, HybridBlock
 from .compile import CompiledStep, compile
 from . import export
 from .export import SymbolBlock
-from .inspect import Inspection, inspect
+from .inspect import Inspection, inspect, memory_plan
 from .parameter import Constant, Parameter
 from .trainer import Trainer
 from . import model_zoo
@@ -19,4 +20,4 @@ __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
-           "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "model_zoo"]
+           "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo"]

@@ -15,6 +15,7 @@ import numpy as np
 from . import autograd, cached_op, functional, serialization
 from . import init as _init
 from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
+from .graph.memory.remat import RematPlan
 from .graph.pipeline import resolve_passes
 from .parameter import Parameter, bump_version, unique_params
 
@@ -457,17 +458,24 @@ class HybridBlock(Block):
         super().register_child(block, name)
 
     def hybridize(self, active: bool = True, static_alloc: bool = False, static_shape: bool = False,
-                  passes: Any = None) -> None:
+                  passes: Any = None, remat: Any = None) -> None:
         """Compile ``forward`` (recursively for children) at the next call.
 
         The call is traced into hybrid's graph IR, optimised by ``passes`` (names,
         default :data:`hybrid.graph.DEFAULT_PASSES`) and lowered to one XLA
-        executable per input signature. ``static_alloc``/``static_shape`` are
-        accepted for Gluon compatibility: XLA programs always have static memory
-        plans and shapes.
+        executable per input signature. ``remat`` trades recomputation for training
+        memory on chains of repeated layers: ``'sqrt'``, ``'auto'``, a byte budget or a
+        ``hybrid.graph.memory.RematPlan`` (see docs/memory.md). ``static_alloc`` and
+        ``static_shape`` are accepted for Gluon compatibility: XLA programs always have
+        static memory plans and shapes.
         """
+        if remat is not None and not (remat in ("sqrt", "auto") or isinstance(remat, (int, np.integer))
+                                      or isinstance(remat, RematPlan)):
+            raise ValueError(f"{type(self).__name__}.hybridize: remat must be None, 'sqrt', 'auto', a byte budget "
+                             f"or a RematPlan, got {remat!r}")
         object.__setattr__(self, "_active", bool(active))
         object.__setattr__(self, "_passes", resolve_passes(passes))
+        object.__setattr__(self, "_remat", remat)
         object.__setattr__(self, "_cached_op", None)
         for child in self._children.values():
             child.hybridize(active, static_alloc=static_alloc, static_shape=static_shape, passes=passes)
@@ -485,7 +493,7 @@ class HybridBlock(Block):
     def _get_cached_op(self) -> cached_op.CachedOp:
         op = self._cached_op
         if op is None:
-            op = cached_op.CachedOp(self, self._passes)
+            op = cached_op.CachedOp(self, self._passes, getattr(self, "_remat", None))
             object.__setattr__(self, "_cached_op", op)
         return op
 

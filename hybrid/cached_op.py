@@ -11,6 +11,7 @@ list's arrays, calls the executable and writes back state outputs.
 from __future__ import annotations
 
 import time
+import warnings
 from operator import attrgetter
 from typing import Any, Callable, Sequence
 
@@ -23,6 +24,7 @@ from .errors import HybridizeError
 from .graph.lower import lower as lower_graph
 from .graph import pipeline
 from .graph.ir import Graph
+from .graph.memory import remat
 from .graph.trace import from_jaxpr
 from .parameter import Parameter, current_version, unique_params
 
@@ -178,25 +180,22 @@ def control_flow_error(block: Any, exc: BaseException) -> HybridizeError:
 class CompiledForward:
     """One traced and optimised forward and its jitted entry points."""
 
-    def __init__(self, traced: TraceResult, passes: Sequence[str], version: int):
+    def __init__(self, traced: TraceResult, passes: Sequence[str], version: int, remat: Any = None):
         self.version = version
         self.params = traced.params
         self.state_params = traced.state_params
         self.out_tree = traced.out_tree
         self.uses_rng = traced.uses_rng
         self.traced_graph = traced.graph
+        self.n_outputs = traced.n_outputs
         start = time.perf_counter()
         self.graph, self.pass_stats = pipeline.run_passes(traced.graph, passes)
         self.pass_seconds = time.perf_counter() - start
-        run_graph = lower_graph(self.graph)
-        n_out, uses_rng = traced.n_outputs, traced.uses_rng
+        self.remat_plan = None
+        if remat is not None:
+            self._apply_remat(remat)
+        forward = self.forward = self.make_forward(self.graph)
 
-        def forward(param_values, input_values, rng):
-            flat = list(param_values) + list(input_values) + (list(rng) if uses_rng else [])
-            results = run_graph(*flat)
-            return results[:n_out], results[n_out:]
-
-        self.forward = forward
         # State parameters (e.g. BatchNorm statistics) are passed separately so that their old
         # buffers can be donated: the program overwrites them.
         written = set(self.state_params)
@@ -215,6 +214,51 @@ class CompiledForward:
         self.diff_params = [self.params[i] for i in self.diff_index]
         self._train: dict[tuple, Callable] = {}
         self.backward = jax.jit(lambda vjp_fn, cotangents: vjp_fn(cotangents))
+
+    def make_forward(self, graph: Graph) -> Callable:
+        """``forward(param_values, input_values, rng) -> (outputs, states)`` running ``graph``."""
+        run_graph = lower_graph(graph)
+        n_out, uses_rng = self.n_outputs, self.uses_rng
+
+        def forward(param_values, input_values, rng):
+            flat = list(param_values) + list(input_values) + (list(rng) if uses_rng else [])
+            results = run_graph(*flat)
+            return results[:n_out], results[n_out:]
+        return forward
+
+    def training_memory(self, graph: Graph) -> int:
+        """XLA's memory figure (temp + arguments + outputs - aliased bytes) of one forward+backward
+        of ``graph`` with respect to the differentiable parameters."""
+        forward = self.make_forward(graph)
+        diff = [i for i, p in enumerate(self.params) if p.grad_req != "null"]
+        n_params = len(self.params)
+        specs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in graph.inputs]
+
+        def step(*flat):
+            params, rest = list(flat[:n_params]), list(flat[n_params:])
+            inputs, rng = (rest[:-2], rest[-2:]) if self.uses_rng else (rest, ())
+
+            def f(p_diff):
+                values = list(params)
+                for i, v in zip(diff, p_diff):
+                    values[i] = v
+                return forward(values, inputs, rng)
+
+            outputs, vjp_fn, _ = jax.vjp(f, [params[i] for i in diff], has_aux=True)
+            return vjp_fn([jax.numpy.ones_like(o) for o in outputs])
+
+        analysis = jax.jit(step).lower(*specs).compile().memory_analysis()
+        return int(analysis.temp_size_in_bytes + analysis.argument_size_in_bytes + analysis.output_size_in_bytes
+                   - analysis.alias_size_in_bytes)
+
+    def _apply_remat(self, spec: Any) -> None:
+        start = time.perf_counter()
+        graph, plan, details = remat.choose_plan(self.graph, spec, self.training_memory)
+        if plan is None and details.get("note"):
+            warnings.warn(f"hybridize(remat={spec!r}): {details['note']}", stacklevel=4)
+        self.pass_stats.append(pipeline.PassStat("remat", len(self.graph), len(graph),
+                                                 time.perf_counter() - start, details))
+        self.graph, self.remat_plan = graph, plan
 
     def merge(self, state_values: Sequence, other_values: Sequence) -> list:
         """Parameter values in graph order from the state and non-state lists."""
@@ -259,9 +303,10 @@ class CompiledForward:
 class CachedOp:
     """Per-block cache of compiled forwards, keyed by call signature."""
 
-    def __init__(self, block: Any, passes: Sequence[str]):
+    def __init__(self, block: Any, passes: Sequence[str], remat: Any = None):
         self.block = block
         self.passes = tuple(passes)
+        self.remat = remat
         self.entries: dict[tuple, CompiledForward] = {}
 
     def entry(self, args: tuple) -> tuple[CompiledForward, list]:
@@ -271,7 +316,7 @@ class CachedOp:
         key = (treedef, autograd.is_training(), parts)
         entry = self.entries.get(key)
         if entry is None or entry.version != current_version():
-            entry = CompiledForward(trace_block(self.block, args), self.passes, current_version())
+            entry = CompiledForward(trace_block(self.block, args), self.passes, current_version(), self.remat)
             self.entries[key] = entry
         return entry, arrays
 

@@ -139,6 +139,9 @@ class CompiledStep:
         written_keys = {k for k, _ in written}
         donated = [(k, g) for k, g in cells.items() if self._donate and k in written_keys]
         kept = [(k, g) for k, g in cells.items() if not (self._donate and k in written_keys)]
+        # outputs in the order of the donated inputs, so that each new value reuses its old buffer
+        rank = {k: i for i, (k, _) in enumerate(donated)}
+        written.sort(key=lambda item: rank.get(item[0], len(rank)))
         final_info = {"written": [k for k, _ in written]}
         traced = self._trace(spec, arrays, [k for k, _ in donated] + [k for k, _ in kept], list(host), final_info)
 

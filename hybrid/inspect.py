@@ -4,12 +4,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import jax
+
 from . import autograd
-from .cached_op import trace_block
+from .cached_op import CompiledForward, trace_block
+from .graph.lower import lower
+from .graph.memory import MemoryPlan, plan_memory, training_graph
+from .parameter import current_version
 from .graph import Graph, format_stats, resolve_passes, run_passes
 from .graph.pipeline import PassStat
 
-__all__ = ["inspect", "Inspection"]
+__all__ = ["inspect", "Inspection", "memory_plan"]
 
 
 @dataclass
@@ -44,3 +49,27 @@ def inspect(block: Any, *inputs: Any, passes: str | Sequence[str] | None = None,
         traced = trace_block(block, (inputs, {}))
     after, stats = run_passes(traced.graph, chosen)
     return Inspection(traced.graph, after, stats, tuple(chosen))
+
+
+def memory_plan(block: Any, *inputs: Any, training: bool = True, remat: Any = None,
+                passes: str | Sequence[str] | None = None, schedule: str = "topological",
+                strategy: str = "greedy_by_size") -> MemoryPlan:
+    """The memory plan of ``block`` on ``inputs``: for ``training``, of its forward+backward graph
+    (gradients of the trainable parameters), else of its forward graph; with the block's passes and
+    the given ``remat`` option. ``plan.summary()`` prints it (with XLA's own figure for the compiled
+    program in ``plan.xla_bytes``), ``plan.plot(path)`` draws memory over time (needs matplotlib).
+    """
+    chosen = resolve_passes(passes) if passes is not None else getattr(block, "_passes", resolve_passes(None))
+    with autograd.pause(train_mode=training):
+        entry = CompiledForward(trace_block(block, (inputs, {})), chosen, current_version(), remat)
+    graph = entry.graph
+    if training:
+        run = lower(graph)
+        specs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in graph.inputs]
+        trainable = [i for i, p in enumerate(entry.params) if p.grad_req != "null"]
+        graph = training_graph(lambda *flat: run(*flat)[:entry.n_outputs], *specs, wrt=trainable,
+                               input_names=[v.name for v in entry.graph.inputs])
+    plan = plan_memory(graph, schedule=schedule, strategy=strategy)
+    if training:
+        plan.xla_bytes = entry.training_memory(entry.graph)
+    return plan

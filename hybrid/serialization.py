@@ -36,7 +36,8 @@ _EXTENDED = {"bfloat16": np.uint16}  # dtype name -> the unsigned type of its bi
 
 #: Exceptions that malformed bytes can raise inside zipfile and numpy's header parser.
 _PARSE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, struct.error, NotImplementedError, UnicodeDecodeError,
-                 OverflowError, ValueError, KeyError, IndexError, TypeError, SyntaxError, RecursionError, OSError)
+                 OverflowError, ValueError, KeyError, IndexError, TypeError, SyntaxError, RecursionError, OSError,
+                 RuntimeError)
 
 
 class FormatError(ValueError):
@@ -205,6 +206,8 @@ def _member_name(info: zipfile.ZipInfo, path: str) -> str:
         raise FormatError(f"parameter file {path!r} has a member {info.filename!r} that is not an .npy array")
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise FormatError(f"parameter file {path!r}: member {info.filename!r} uses an unsupported compression")
+    if info.flag_bits & 0x1:
+        raise FormatError(f"parameter file {path!r}: member {info.filename!r} is marked encrypted")
     limit = info.compress_size if info.compress_type == zipfile.ZIP_STORED else \
         info.compress_size * _MAX_DEFLATE_RATIO + 1024
     if info.file_size > limit:

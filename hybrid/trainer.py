@@ -13,6 +13,8 @@ import numpy as np
 from . import functional
 from . import optimizer as _opt
 from . import serialization
+from .distributed.mesh import make_mesh
+from .distributed.placement import Placement, ShardingRules
 from .errors import StaleGradientError
 from .parameter import Parameter, current_version, unique_params
 
@@ -32,6 +34,13 @@ class Trainer:
         params: dict (e.g. ``net.collect_params()``) or list of Parameters.
         optimizer: a registered name (``'sgd'``, ``'adam'``) or an Optimizer instance.
         optimizer_params: keyword arguments for the optimizer when given by name.
+        devices: train on several devices: a device count, a list of ``jax.Device`` or a
+            ``Mesh`` (see ``hybrid.distributed.make_mesh``). Parameters and optimizer states
+            are placed on the mesh (replicated unless ``sharding_rules`` split them); feed
+            batches split with ``hybrid.distributed.shard_batch(x, trainer.mesh)``.
+        mesh: a ``jax.sharding.Mesh``, instead of ``devices``.
+        sharding_rules: a ``hybrid.distributed.ShardingRules`` (or its list of
+            ``(regex, PartitionSpec)`` pairs) splitting large parameters over mesh axes.
 
     ``step(batch_size)`` rescales gradients by ``1 / batch_size`` and updates every
     parameter with ``grad_req != 'null'`` in ONE compiled program; old weights and
@@ -40,7 +49,8 @@ class Trainer:
     """
 
     def __init__(self, params: Any, optimizer: str | _opt.Optimizer, optimizer_params: dict | None = None,
-                 kvstore: Any = None, compression_params: Any = None, update_on_kvstore: Any = None):
+                 kvstore: Any = None, compression_params: Any = None, update_on_kvstore: Any = None,
+                 devices: Any = None, mesh: Any = None, sharding_rules: ShardingRules | list | None = None):
         if isinstance(params, dict):
             named = list(params.items())
         elif isinstance(params, (list, tuple)):
@@ -62,6 +72,12 @@ class Trainer:
         self._states: dict[Parameter, tuple] = {}
         self._programs: dict[tuple, Callable] = {}
         self._trainable_cache: tuple[int, list[Parameter]] = (-1, [])
+        self._placement: Placement | None = None
+        if devices is not None and mesh is not None:
+            raise ValueError("Trainer: give devices or mesh, not both")
+        if devices is not None or mesh is not None or sharding_rules is not None:
+            self._placement = Placement([(p, self._names[p]) for p in self._params],
+                                        make_mesh(mesh if mesh is not None else devices), sharding_rules)
 
     @property
     def learning_rate(self) -> float:
@@ -70,6 +86,11 @@ class Trainer:
     @property
     def optimizer(self) -> _opt.Optimizer:
         return self._optimizer
+
+    @property
+    def mesh(self) -> Any:
+        """The ``jax.sharding.Mesh`` the parameters live on, or None (single device)."""
+        return self._placement.mesh if self._placement is not None else None
 
     def set_learning_rate(self, lr: float) -> None:
         """Change the learning rate (takes effect at the next step, without recompiling)."""
@@ -83,7 +104,8 @@ class Trainer:
         return params
 
     def allreduce_grads(self) -> None:
-        """Sum gradients across devices; a single device needs nothing (kept for Gluon code)."""
+        """Kept for Gluon code: gradients need no separate reduction. On a mesh, the compiled
+        backward of a batch split over ``'data'`` already sums them with XLA collectives."""
 
     def step(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
         """Rescale gradients by ``1 / batch_size`` and apply one optimizer update.
@@ -119,6 +141,8 @@ class Trainer:
                 return
         self._optimizer.rescale_grad = self._scale / batch_size
         rescale = np.float32(self._optimizer.rescale_grad)
+        if self._placement is not None:
+            self._placement.place_pending()  # parameters initialised at the first forward
         program = self._program(active)
         if frame is not None:
             self._update_in_trace(frame, program, active, rescale)
@@ -155,7 +179,10 @@ class Trainer:
         state = self._states.get(param)
         if state is None:
             with functional.no_frame(), jax.ensure_compile_time_eval():
-                state = self._states[param] = tuple(self._optimizer.create_state(param._data))
+                state = tuple(self._optimizer.create_state(param._data))
+                if self._placement is not None:
+                    state = self._placement.place_state(param, state)
+                self._states[param] = state
         return state
 
     def _program(self, params: Sequence[Parameter]) -> Callable:
@@ -173,7 +200,10 @@ class Trainer:
                 return ([w2.astype(w.dtype) for w, w2 in zip(weights, new_weights)],
                         [tuple(s) for s in new_states])
 
-            program = self._programs[key] = jax.jit(update, donate_argnums=(0, 2))
+            placed = {}
+            if self._placement is not None:  # weights keep their sharding; states follow them
+                placed["out_shardings"] = ([self._placement.shardings[p] for p in params], None)
+            program = self._programs[key] = jax.jit(update, donate_argnums=(0, 2), **placed)
         return program
 
     # -- persistence ---------------------------------------------------------------------

@@ -8,7 +8,9 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
+from .distributed.placement import shard_batch
 from .parameter import Parameter, unique_params
 
 __all__ = ["split_data", "split_and_load", "clip_global_norm"]
@@ -41,23 +43,32 @@ def split_data(data: Any, num_slice: int, batch_axis: int = 0, even_split: bool 
     return [data[prefix + (slice(start, stop),)] for start, stop in zip(bounds[:-1], bounds[1:])]
 
 
-def split_and_load(data: Any, ctx_list: Sequence[jax.Device] | jax.Device | None = None, batch_axis: int = 0,
-                   even_split: bool = True, devices: Sequence[jax.Device] | jax.Device | None = None) -> list:
+def split_and_load(data: Any, ctx_list: Sequence[jax.Device] | jax.Device | Mesh | None = None,
+                   batch_axis: int = 0, even_split: bool = True,
+                   devices: Sequence[jax.Device] | jax.Device | Mesh | None = None) -> list:
     """Splits ``data`` along ``batch_axis`` and puts slice ``i`` on device ``i``.
 
     ``ctx_list`` (or its alias ``devices``) is a list of ``jax.Device`` (e.g.
     ``jax.devices()``). With one device the whole batch is returned as a one-element
     list. Returns a list of JAX arrays; raises ValueError as ``split_data`` does and
     when no device is given.
+
+    Given a ``Mesh`` (e.g. ``trainer.mesh``), returns a one-element list: the whole batch
+    as one array split over the mesh's ``'data'`` axis (see
+    ``hybrid.distributed.shard_batch``; an uneven split raises ValueError whatever
+    ``even_split`` says). A Gluon loop over the list then runs once, and XLA spreads
+    that one call over the devices and sums the gradients.
     """
     if ctx_list is not None and devices is not None:
         raise ValueError("split_and_load: give ctx_list or devices, not both")
     chosen = ctx_list if ctx_list is not None else devices
+    if isinstance(chosen, Mesh):
+        return [shard_batch(data, chosen, batch_axis=batch_axis)]
     if isinstance(chosen, jax.Device):
         chosen = [chosen]
     if not chosen or not all(isinstance(d, jax.Device) for d in chosen):
-        raise ValueError(f"split_and_load: ctx_list must be a non-empty list of jax.Device (e.g. jax.devices()), "
-                         f"got {chosen!r}")
+        raise ValueError(f"split_and_load: ctx_list must be a non-empty list of jax.Device (e.g. jax.devices()) "
+                         f"or a Mesh, got {chosen!r}")
     if len(chosen) == 1:
         return [jax.device_put(data, chosen[0])]
     slices = split_data(data, len(chosen), batch_axis, even_split)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybrid
-from hybrid import SymbolBlock, nn
+from hybrid import SymbolBlock, nn, serialization
 from hybrid.export import FormatError, load_checkpoint, load_parameter_file, parse_mxnet_params, save_checkpoint
 from hybrid.export.jsonfile import seal
 
@@ -236,3 +236,15 @@ def test_mutation_helper_applies_edits():
     assert mutate(b"abcd", [("int", 0, (2 ** 32 - 1, 4))]) == b"\xff\xff\xff\xff"
     assert mutate(b"abcd", [("insert", 1, b"zz"), ("delete", 0, 1)]) == b"zzbcd"
     assert struct.unpack("<Q", mutate(bytes(8), [("int", 0, (2 ** 64 - 1, 8))]))[0] == 2 ** 64 - 1
+
+
+def test_member_flagged_as_encrypted_is_rejected(tmp_path):
+    """Found by the fuzz test: zipfile raises RuntimeError for members marked encrypted."""
+    path = tmp_path / "net.params"
+    serialization.save_arrays(path, {"w": np.ones(3, np.float32)})
+    data = bytearray(path.read_bytes())
+    data[data.index(b"PK\x01\x02") + 8] |= 1
+    data[data.index(b"PK\x03\x04") + 6] |= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(serialization.FormatError, match="encrypted"):
+        serialization.load_arrays(path)

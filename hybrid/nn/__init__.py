@@ -12,6 +12,7 @@ from .basic_layers import Concatenate, HybridConcatenate, Identity
 from .conv_layers import (Conv1DTranspose, Conv2DTranspose, Conv3DTranspose, PixelShuffle1D, PixelShuffle2D,
                           PixelShuffle3D, ReflectionPad2D)
 from .norm_layers import GroupNorm, InstanceNorm
+from .sync_batchnorm import SyncBatchNorm
 
 __all__ = ["Block", "HybridBlock", "Activation", "Sequential", "HybridSequential", "Dense", "Dropout",
            "BatchNorm", "LayerNorm", "Embedding", "Flatten", "Lambda", "HybridLambda", "Conv1D", "Conv2D",
@@ -21,4 +22,4 @@ __all__ = ["Block", "HybridBlock", "Activation", "Sequential", "HybridSequential
            "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "SiLU", "Swish", "MultiHeadAttention",
            "TransformerEncoderLayer", "Identity", "Concatenate", "HybridConcatenate", "PixelShuffle1D",
            "PixelShuffle2D", "PixelShuffle3D", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
-           "ReflectionPad2D", "GroupNorm", "InstanceNorm"]
+           "ReflectionPad2D", "GroupNorm", "InstanceNorm", "SyncBatchNorm"]

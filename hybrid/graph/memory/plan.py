@@ -56,6 +56,7 @@ class MemoryPlan:
     arena_by_strategy: dict[str, int | None]
     live_bytes: list[int]
     live_bytes_with_io: list[int]
+    xla_bytes: int | None = None
 
     @property
     def arena_bytes(self) -> int:
@@ -75,6 +76,8 @@ class MemoryPlan:
             ratio = f"{arena / bound:.3f}" if arena is not None and bound else "-"
             mark = "  *" if name == self.strategy else ""
             lines.append(f"  {name:<22} {format_bytes(arena):>12}  {ratio:>8}{mark}")
+        if self.xla_bytes is not None:
+            lines.append(f"  XLA, compiled program  {format_bytes(self.xla_bytes):>12}  (temp + arguments + outputs - aliased)")
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
