@@ -29,13 +29,16 @@ PUBLISHED = {
 # shortcuts have no BN (-2 * (128 + 256 + 512)), and a final BN follows the last stage (+2 * 512).
 # ResNet-50 v2 likewise: +2 * (64 + 256 + 512 + 1024) - 2 * (256 + 512 + 1024 + 2048) for the first blocks,
 # -2 * (256 + 512 + 1024 + 2048) for the projections, +2 * 2048.
+# LeNet-5 on 1-channel 28x28 digits: 156 + 2,416 + 48,120 + 10,164 + 850 (conv, conv, dense, dense, output).
 # CIFAR ResNet-20: 269,722 with the paper's parameter-free shortcuts, plus two 1x1 projections with BN
 # (16 * 32 + 2 * 32 and 32 * 64 + 2 * 64).
 DERIVED = {
     "resnet18_v2": 11_689_512 + 2 * 512 - 2 * 960 - 2 * 896 + 2 * 512,
     "resnet50_v2": 25_557_032 + 2 * 1856 - 2 * 3840 - 2 * 3840 + 2 * 2048,
     "cifar_resnet20_v1": 269_722 + 576 + 2176,
+    "lenet": 61_706,
 }
+INPUT_CHANNELS = {"gpt_small": {}, "lenet": {"in_channels": 1}}
 
 
 def count_params(net, trainable=True):
@@ -45,9 +48,17 @@ def count_params(net, trainable=True):
 
 @pytest.mark.parametrize("name", sorted({**PUBLISHED, **DERIVED}))
 def test_parameter_count_matches_the_published_figure(name):
-    kwargs = {} if name == "gpt_small" else {"in_channels": 3}
-    net = model_zoo.get_model(name, **kwargs)   # every shape is known at construction: no forward needed
+    # with in_channels given, every shape is known at construction: no forward is needed
+    net = model_zoo.get_model(name, **INPUT_CHANNELS.get(name, {"in_channels": 3}))
     assert count_params(net) == {**PUBLISHED, **DERIVED}[name]
+
+
+def test_deferred_input_channels_are_inferred_by_a_forward():
+    net = model_zoo.get_model("lenet")
+    assert net.features[0].weight.shape == (6, 0, 5, 5)
+    net.initialize()
+    net(np.zeros((1, 1, 28, 28), np.float32))
+    assert count_params(net) == DERIVED["lenet"]
 
 
 def test_counts_with_running_statistics_and_classes():

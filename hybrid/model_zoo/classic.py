@@ -50,8 +50,8 @@ class LeNet(HybridBlock):
         activation: ``'relu'`` (default) or ``'tanh'``, ``'sigmoid'`` for the historical network.
         pooling: ``'max'`` (default) or ``'avg'`` (the paper's subsampling).
         in_channels: image channels (0: inferred at the first call).
-    Input ``(N, C, 28, 28)`` (any size whose features are 16x5x5 for the default ``in_units``); output
-    ``(N, classes)``. Children: ``features``, ``output``.
+    Input ``(N, C, 28, 28)``; output ``(N, classes)``. Children: ``features``, ``output``. Raises ValueError
+    for bad arguments.
     """
 
     def __init__(self, classes: int = 10, activation: str = "relu", pooling: str = "max", in_channels: int = 0):
