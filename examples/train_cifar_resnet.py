@@ -154,8 +154,8 @@ def train(args: argparse.Namespace, root: str) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="folder with the real CIFAR-10 binary files (default: synthetic data)")
-    parser.add_argument("--model", help="a model-zoo name such as resnet18_v1 or cifar_resnet56_v2 "
-                                        "(default: a CIFAR ResNet v1 of --depth layers)")
+    parser.add_argument("--model", help="a model-zoo image classifier such as resnet18_v1, cifar_resnet56_v2, "
+                                        "vgg11_bn or mobilenetv2_0.5 (default: a CIFAR ResNet v1 of --depth layers)")
     parser.add_argument("--depth", type=int, default=20, help="layers of the default CIFAR ResNet (6n + 2)")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)
