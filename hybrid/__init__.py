@@ -2,7 +2,7 @@
 
     import hybrid
     from hybrid import nn, autograd, init, loss, Trainer, Parameter, Constant, Block, HybridBlock, SymbolBlock
-    from hybrid import data, utils
+    from hybrid import data, utils, model_zoo
 """
 from . import autograd, data, errors, graph, init, loss, lr_scheduler, metric, nn, optimizer, random, utils
 from . import rnn
@@ -14,9 +14,10 @@ from .export import SymbolBlock
 from .inspect import Inspection, inspect, memory_plan
 from .parameter import Constant, Parameter
 from .trainer import Trainer
+from . import model_zoo
 
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
-           "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan"]
+           "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo"]

@@ -1,0 +1,27 @@
+"""Argument checks and named model constructors shared by the model families."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+def check_classes(layer: str, classes: Any) -> int:
+    """``classes`` as an int, or ValueError naming the model."""
+    if isinstance(classes, bool) or not isinstance(classes, int) or classes <= 0:
+        raise ValueError(f"{layer}: classes must be a positive integer, got {classes!r}")
+    return classes
+
+
+def no_pretrained(name: str, pretrained: bool) -> None:
+    """Gluon's ``pretrained=True`` downloads weights; hybrid ships none (ValueError)."""
+    if pretrained:
+        raise ValueError(f"{name}: no pretrained weights are shipped; build the model and load a parameter file "
+                         "with net.load_parameters(path)")
+
+
+def named_builder(name: str, doc: str, factory: Callable[..., Any], **fixed: Any) -> Callable[..., Any]:
+    """A function ``name(**kwargs)`` returning ``factory(**fixed, **kwargs)``, documented by ``doc``."""
+    def build(**kwargs: Any) -> Any:
+        return factory(**fixed, **kwargs)
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = doc
+    return build
