@@ -45,7 +45,7 @@ def test_corpus_models_with_all_passes_equal_unoptimised(name, training):
     for key in grads_ref:
         assert_close(grads_opt[key], grads_ref[key], rtol=1e-4, atol=1e-5)
     entry = next(iter(optimised._cached_op.entries.values()))
-    assert [s.name for s in entry.pass_stats] == list(graph.DEFAULT_PASSES)
+    assert [s.name for s in entry.pass_stats] == list(graph.default_passes())
 
 
 # -- random programs -------------------------------------------------------------------------

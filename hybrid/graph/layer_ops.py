@@ -84,14 +84,61 @@ def kernel_layout(layout: str) -> str:
 
 @register("convolution", "out_elementwise_fusable")
 def _convolution(x, weight, bias=None, *, strides, padding, dilation, groups, layout, weight_layout=None):
-    dn = lax.conv_dimension_numbers(x.shape, weight.shape, (layout, weight_layout or kernel_layout(layout), layout))
-    y = lax.conv_general_dilated(x, weight, strides, [(p, p) for p in padding], rhs_dilation=dilation,
-                                 dimension_numbers=dn, feature_group_count=groups)
+    weight_layout = weight_layout or kernel_layout(layout)
+    if depthwise_runs_shifted(x.shape, weight.shape, groups, layout, weight_layout):
+        y = _depthwise_as_sum(x, weight, strides, padding, dilation, layout, weight_layout)
+    else:
+        dn = lax.conv_dimension_numbers(x.shape, weight.shape, (layout, weight_layout, layout))
+        y = lax.conv_general_dilated(x, weight, strides, [(p, p) for p in padding], rhs_dilation=dilation,
+                                     dimension_numbers=dn, feature_group_count=groups)
     if bias is not None:
         shape = [1] * y.ndim
         shape[layout.index("C")] = bias.shape[0]
         y = y + bias.reshape(shape)
     return y
+
+
+_MAX_SHIFTED_TAPS = 49
+
+
+def depthwise_runs_shifted(x_shape, weight_shape, groups, layout, weight_layout) -> bool:
+    """Whether a convolution is depthwise (one filter per channel) and runs as a sum of shifted
+    products: on XLA:CPU, whose grouped convolution is several times slower than that."""
+    channels = x_shape[layout.index("C")]
+    taps = int(np.prod([weight_shape[weight_layout.index(c)] for c in weight_layout if c not in "OI"]))
+    return (groups > 1 and groups == channels == weight_shape[weight_layout.index("O")]
+            and weight_shape[weight_layout.index("I")] == 1 and taps <= _MAX_SHIFTED_TAPS
+            and jax.default_backend() == "cpu")
+
+
+def _depthwise_as_sum(x, weight, strides, padding, dilation, layout, weight_layout):
+    """``sum over taps of shift(x, tap) * weight[:, tap]``, per channel."""
+    spatial = [c for c in layout if c not in "NC"]
+    axes = [layout.index(c) for c in spatial]
+    c_axis = layout.index("C")
+    kernel = jnp.transpose(weight, [weight_layout.index("O"), weight_layout.index("I")]
+                           + [weight_layout.index(c) for c in spatial])[:, 0]  # (C, *kernel)
+    pads = [(0, 0)] * x.ndim
+    for axis, p in zip(axes, padding):
+        pads[axis] = (p, p)
+    padded = jnp.pad(x, pads)
+    sizes = [kernel.shape[1 + i] for i in range(len(spatial))]
+    out_sizes = [(x.shape[a] + 2 * p - d * (k - 1) - 1) // st + 1
+                 for a, p, d, k, st in zip(axes, padding, dilation, sizes, strides)]
+    shape = [1] * x.ndim
+    shape[c_axis] = x.shape[c_axis]
+    total = None
+    for tap in np.ndindex(*sizes):
+        start = [0] * x.ndim
+        limit = list(padded.shape)
+        step = [1] * x.ndim
+        for i, axis in enumerate(axes):
+            start[axis] = tap[i] * dilation[i]
+            limit[axis] = start[axis] + (out_sizes[i] - 1) * strides[i] + 1
+            step[axis] = strides[i]
+        term = lax.slice(padded, start, limit, step) * kernel[(slice(None),) + tap].reshape(shape)
+        total = term if total is None else total + term
+    return total
 
 
 def convolution(x, weight, bias=None, *, strides: Sequence[int], padding: Sequence[int],

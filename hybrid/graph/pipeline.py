@@ -6,14 +6,28 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+import jax
+
 from .ir import Graph
 from .passes import PASSES
 
-__all__ = ["DEFAULT_PASSES", "PassStat", "resolve_passes", "run_passes", "format_stats"]
+__all__ = ["DEFAULT_PASSES", "UNPROFITABLE", "PassStat", "default_passes", "resolve_passes", "run_passes",
+           "format_stats"]
 
-#: The passes ``hybridize()`` runs when ``passes`` is not given, in order (see docs/passes.md).
+#: The default pipeline, in order (see docs/passes.md). ``hybridize()`` runs it minus the passes
+#: measured not to pay off on the current backend (:data:`UNPROFITABLE`).
 DEFAULT_PASSES: tuple[str, ...] = ("dce", "cse", "fold", "simplify", "recognize", "softmax_ce", "attention",
                                    "bn_fold", "horizontal_fusion", "layout", "dce", "fuse")
+
+#: Passes left out of the default pipeline per backend: on XLA:CPU, splitting the output of one
+#: wide matmul costs more than the kernel launches horizontal fusion saves (docs/passes.md).
+UNPROFITABLE: dict[str, tuple[str, ...]] = {"cpu": ("horizontal_fusion",)}
+
+
+def default_passes(backend: str | None = None) -> tuple[str, ...]:
+    """The default pipeline for ``backend`` (default: JAX's default backend)."""
+    backend = backend or jax.default_backend()
+    return tuple(p for p in DEFAULT_PASSES if p not in UNPROFITABLE.get(backend, ()))
 
 
 @dataclass
@@ -33,7 +47,7 @@ def resolve_passes(spec: str | Iterable[str] | None) -> tuple[str, ...]:
     Raises ValueError naming unknown passes and listing the known ones.
     """
     if spec is None:
-        return DEFAULT_PASSES
+        return default_passes()
     names = (spec,) if isinstance(spec, str) else tuple(spec)
     unknown = [n for n in names if n not in PASSES]
     if unknown:

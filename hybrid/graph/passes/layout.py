@@ -6,11 +6,16 @@ Each channels-first op is rewritten as transpose -> channels-last op -> transpos
 weights keep their layout; only activations move). Transposes are then pushed forward through
 elementwise operations, and a transpose meeting its inverse disappears, so a conv-BN-ReLU-pool stack
 keeps one transpose at its entry and one where the data leaves it (e.g. before a flatten).
+
+Depthwise convolutions that run as shifted products (on XLA:CPU) stay channels-first, where those are
+fastest. If the rewrite would leave more activation transposes than it converts convolutions (short
+channels-last regions, e.g. alternating depthwise and pointwise convolutions), the graph is left as it was.
 """
 from __future__ import annotations
 
 import jax
 
+from .. import layer_ops
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, make_op_node, types_of
 from .fuse import pattern
@@ -40,8 +45,11 @@ def _channels_last(node: Node) -> dict | None:
     attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
     layout = attrs.get("layout")
     if node.op == "convolution" and layout in _CHANNELS_FIRST:
-        return dict(attrs, layout=_CHANNELS_FIRST[layout],
-                    weight_layout=attrs.get("weight_layout") or "OI" + layout[2:])
+        weight_layout = attrs.get("weight_layout") or "OI" + layout[2:]
+        x, weight = node.inputs[0], node.inputs[1]
+        if layer_ops.depthwise_runs_shifted(x.shape, weight.shape, attrs["groups"], layout, weight_layout):
+            return None  # computed as shifted products, which are fastest channels-first
+        return dict(attrs, layout=_CHANNELS_FIRST[layout], weight_layout=weight_layout)
     if node.op in ("pooling", "global_pooling") and layout in _CHANNELS_FIRST:
         return dict(attrs, layout=_CHANNELS_FIRST[layout])
     ndim = len(node.inputs[0].shape)
@@ -73,12 +81,21 @@ def channels_last(graph: Graph) -> tuple[Graph, dict]:
         converted += 1
     if not converted:
         return graph, {"ops_converted": 0}
-    graph, sunk = sink_transposes(rewriter.finish())
+    result, sunk = sink_transposes(rewriter.finish())
     from .dce import dead_code_elimination
     from .simplify import algebraic_simplification
-    graph, _ = algebraic_simplification(graph)
-    graph, _ = dead_code_elimination(graph)
-    return graph, {"ops_converted": converted, "transposes_moved": sunk}
+    result, _ = algebraic_simplification(result)
+    result, _ = dead_code_elimination(result)
+    added = _transposes(result) - _transposes(graph)
+    convolutions = sum(1 for n in graph.nodes if n.op == "convolution" and _channels_last(n) is not None)
+    if added > max(convolutions, 1):
+        # the channels-last regions are too short: transposing between them costs what they save
+        return graph, {"ops_converted": 0, "transposes_needed": added, "convolutions": convolutions}
+    return result, {"ops_converted": converted, "transposes_moved": sunk, "transposes_added": added}
+
+
+def _transposes(graph: Graph) -> int:
+    return sum(1 for n in graph.nodes if n.kind == "prim" and n.op == "transpose" and len(n.outputs[0].shape) >= 3)
 
 
 def _is_scalar(value: Value, consts: dict) -> bool:
