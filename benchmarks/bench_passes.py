@@ -1,9 +1,10 @@
 """Graph passes on vs off, measured side by side in one run.
 
-    python benchmarks/bench_passes.py [--repeats 40] [--json out.json]
+    python benchmarks/bench_passes.py [--repeats 20] [--rounds 5] [--json out.json]
 
 1. Speed: each model hybridized twice with the same parameters, ``passes=[]`` (off) and the default
-   pipeline (on); calls are interleaved and the median is reported. ``speedup = off / on``.
+   pipeline (on); calls are interleaved and the median is reported. ``speedup = off / on``. Ablation
+   rows compare other pass lists the same way (one pass alone, the default minus one pass, ...).
 2. XLA's ``cost_analysis()`` bytes accessed of the compiled programs, off and on.
 3. Compile cost: time of the pass pipeline against trace + XLA compile time.
 4. Scale: the pipeline on a synthetic graph of about 10,000 nodes.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,7 +31,7 @@ from hybrid import autograd, graph, loss, nn  # noqa: E402
 from hybrid.graph import layer_ops  # noqa: E402
 
 import corpus  # noqa: E402
-from common import interleaved_medians, table  # noqa: E402
+from common import block, interleaved_medians, table  # noqa: E402
 
 
 def small_cnn():
@@ -67,20 +69,36 @@ def large_classifier():
     return block, (rng.standard_normal((256, 64)).astype(np.float32), rng.integers(0, 8192, 256).astype(np.int32))
 
 
+DEFAULT = graph.default_passes()
+
+
+def without(*names: str) -> list[str]:
+    return [p for p in DEFAULT if p not in names]
+
+
+def with_horizontal_fusion() -> list[str]:
+    return [p for p in graph.DEFAULT_PASSES if p in DEFAULT or p == "horizontal_fusion"]
+
+
+# name -> (model factory, mode, passes of the "off" variant, passes of the "on" variant);
+# ``None`` is this backend's default pipeline.
 MODELS = {
-    "small_cnn (BN folding)": (small_cnn, "infer"),
-    "mobilenet blocks (BN folding)": (mobilenet_block_net, "infer"),
-    "transformer block (QKV + attention)": (transformer_block, "infer"),
-    "transformer block, train step": (transformer_block, "train"),
-    "classifier 8192 classes (fused CE)": (large_classifier, "infer"),
-    "classifier 8192 classes, train step": (large_classifier, "train"),
+    "small_cnn (default passes)": (small_cnn, "infer", [], None),
+    "small_cnn: bn_fold alone": (small_cnn, "infer", [], ["bn_fold"]),
+    "small_cnn: bn_fold within default": (small_cnn, "infer", without("bn_fold"), None),
+    "mobilenet blocks (default passes)": (mobilenet_block_net, "infer", [], None),
+    "transformer block (default passes)": (transformer_block, "infer", [], None),
+    "transformer block, train step": (transformer_block, "train", [], None),
+    "transformer: + horizontal_fusion": (transformer_block, "infer", None, with_horizontal_fusion()),
+    "classifier 8192 classes (fused CE)": (large_classifier, "infer", [], None),
+    "classifier 8192 classes, train step": (large_classifier, "train", [], None),
 }
-MODELS.update({f"corpus: {name}": (make, "infer") for name, make in corpus.CORPUS.items()})
-MODELS.update({f"corpus: {name}, train step": (make, "train") for name, make in corpus.CORPUS.items()})
+MODELS.update({f"corpus: {name}": (make, "infer", [], None) for name, make in corpus.CORPUS.items()})
+MODELS.update({f"corpus: {name}, train step": (make, "train", [], None) for name, make in corpus.CORPUS.items()})
 
 
-def pair(make):
-    """Two hybridized copies of a model with equal parameters: passes off and on."""
+def pair(make, off_passes, on_passes):
+    """Two hybridized copies of a model with equal parameters, one per pass list."""
     off, inputs = make()
     on, _ = make()
     for net in (off, on):
@@ -89,9 +107,18 @@ def pair(make):
             net(*inputs)
     for p, q in zip(off.collect_params().values(), on.collect_params().values()):
         q.set_data(np.asarray(p.data()))
-    off.hybridize(passes=[])
-    on.hybridize()
+    off.hybridize(passes=off_passes)
+    on.hybridize(passes=on_passes)
     return off, on, tuple(jnp.asarray(x) for x in inputs)
+
+
+def inner_calls(fn, target_s: float = 2e-3) -> int:
+    """How many calls make one timing sample last about ``target_s`` (microsecond-scale models
+    would otherwise be timed at the resolution of the clock and the loop)."""
+    block(fn())
+    start = time.perf_counter()
+    block(fn())
+    return max(1, int(target_s / max(time.perf_counter() - start, 1e-7)))
 
 
 def step_fn(net, inputs, mode):
@@ -125,14 +152,19 @@ def bytes_accessed(compiled) -> float:
     return float(analysis.get("bytes accessed", float("nan")))
 
 
-def speed_section(repeats: int) -> list[dict]:
+def speed_section(repeats: int, rounds: int) -> list[dict]:
     rows = []
-    for name, (make, mode) in MODELS.items():
-        off, on, inputs = pair(make)
-        medians = interleaved_medians({"off": step_fn(off, inputs, mode), "on": step_fn(on, inputs, mode)},
-                                      repeats=repeats)
-        row = {"model": name, "off_ms": medians["off"] * 1e3, "on_ms": medians["on"] * 1e3,
-               "speedup": medians["off"] / medians["on"]}
+    for name, (make, mode, off_passes, on_passes) in MODELS.items():
+        off, on, inputs = pair(make, off_passes, on_passes)
+        fns = {"off": step_fn(off, inputs, mode), "on": step_fn(on, inputs, mode)}
+        inner = inner_calls(fns["off"])
+        # odd rounds run "on" first: whichever variant runs second in a pair pays for the first's frees
+        orders = [fns, dict(reversed(list(fns.items())))]
+        per_round = [interleaved_medians(orders[r % 2], repeats=repeats, inner=inner) for r in range(rounds)]
+        ratios = sorted(m["off"] / m["on"] for m in per_round)
+        row = {"model": name, "off_ms": statistics.median(m["off"] for m in per_round) * 1e3,
+               "on_ms": statistics.median(m["on"] for m in per_round) * 1e3,
+               "speedup": statistics.median(ratios), "spread": f"{ratios[0]:.2f}-{ratios[-1]:.2f}"}
         if mode == "infer":
             entry_off, compiled_off, _ = compiled_entry(off, inputs)
             entry_on, compiled_on, compile_s = compiled_entry(on, inputs)
@@ -173,14 +205,16 @@ def scale_section() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=20, help="interleaved samples per round")
+    parser.add_argument("--rounds", type=int, default=5, help="the speedup is the median of the rounds' ratios")
     parser.add_argument("--json", type=str, default=None, help="also write the results to this file")
     args = parser.parse_args()
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; {args.repeats} interleaved repeats, medians")
-    rows = speed_section(args.repeats)
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; {args.rounds} rounds of {args.repeats} "
+          "interleaved samples; speedup = median of the rounds' ratios, spread = their range")
+    rows = speed_section(args.repeats, args.rounds)
     print()
     print(table(rows, [("model", "model"), ("off_ms", "passes off ms"), ("on_ms", "passes on ms"),
-                       ("speedup", "speedup"), ("bytes_off_mb", "MB accessed off"), ("bytes_on_mb", "MB on"),
+                       ("speedup", "speedup"), ("spread", "spread"), ("bytes_off_mb", "MB accessed off"), ("bytes_on_mb", "MB on"),
                        ("nodes", "nodes"), ("passes_ms", "passes ms"), ("xla_compile_ms", "XLA compile ms"),
                        ("pass_share", "passes/compile")]))
     scale = scale_section()

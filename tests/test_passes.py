@@ -322,3 +322,16 @@ def test_layout_leaves_channels_last_and_other_models_alone(rng):
     inspection = hybrid.inspect(net, rng.standard_normal((2, 6, 6, 3)).astype(np.float32), passes=["layout"])
     assert "transpose" not in ops_of(inspection.after)
     assert inspection.stats[0].details["ops_converted"] == 0
+
+
+@pytest.mark.parametrize("lowering", ["_attention_fused", "_attention_einsum"])
+def test_attention_lowerings_match_numpy(lowering, rng):
+    from hybrid.graph import layer_ops
+    # q, k as (B, T, N, H), v as (B, N, S, H); output as (B, T, N, H)
+    q, k = (rng.standard_normal((2, 5, 3, 4)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    out = getattr(layer_ops, lowering)(q, k, v, (0, 2, 1, 3), (0, 2, 1, 3), (0, 1, 2, 3), (0, 2, 1, 3), 2, 0.3)
+    scores = np.einsum("btnh,bsnh->bnts", q.astype(np.float64), k) * 0.3
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    np.testing.assert_allclose(out, np.einsum("bnts,bnsh->btnh", weights, v), rtol=1e-5, atol=1e-5)

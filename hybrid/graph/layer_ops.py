@@ -403,6 +403,12 @@ def dense_group(x, weights: Sequence, biases: Sequence, flatten: bool = True):
 
 @register("attention_general", "opaque")
 def _attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch, scale):
+    lower = _attention_fused if jax.default_backend() == "gpu" else _attention_einsum
+    return lower(q, k, v, q_perm, k_perm, v_perm, out_perm, n_batch, scale)
+
+
+def _attention_fused(q, k, v, q_perm, k_perm, v_perm, out_perm, n_batch, scale):
+    """Attention through ``jax.nn.dot_product_attention`` (cuDNN's fused kernel on GPU)."""
     q, k, v = jnp.transpose(q, q_perm), jnp.transpose(k, k_perm), jnp.transpose(v, v_perm)
     batch = q.shape[:n_batch]
     size = int(np.prod(batch, dtype=np.int64))
@@ -410,6 +416,24 @@ def _attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch, sc
     out = jax.nn.dot_product_attention(q4, k4, v4, scale=scale)
     out = out.reshape(batch + (q.shape[-2], v.shape[-1]))
     return out if tuple(out_perm) == tuple(range(out.ndim)) else jnp.transpose(out, out_perm)
+
+
+def _attention_einsum(q, k, v, q_perm, k_perm, v_perm, out_perm, n_batch, scale):
+    """Attention as two contractions on the operands in their own layouts. Without a fused kernel
+    (XLA:CPU), this spares the transposes to a common layout and their gradients."""
+    batch = "abcdefgh"[:n_batch]
+
+    def subscript(letters: str, perm) -> str:  # letters name the permuted axes; return the original's
+        original = [""] * len(perm)
+        for position, axis in enumerate(perm):
+            original[axis] = letters[position]
+        return "".join(original)
+
+    qs, ks, vs = subscript(batch + "tx", q_perm), subscript(batch + "sx", k_perm), subscript(batch + "sy", v_perm)
+    scores = jnp.einsum(f"{qs},{ks}->{batch}ts", q * jnp.asarray(scale, q.dtype), k)
+    weights = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(v.dtype)
+    out_letters = batch + "ty"
+    return jnp.einsum(f"{batch}ts,{vs}->{''.join(out_letters[p] for p in out_perm)}", weights, v)
 
 
 def attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch: int, scale: float):
