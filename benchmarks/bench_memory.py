@@ -1,6 +1,6 @@
 """Memory targets of hybrid, measured with XLA's own numbers in one run.
 
-    python benchmarks/bench_memory.py [--repeats 5] [--json out.json]
+    python benchmarks/bench_memory.py [--repeats 9] [--json out.json]
 
 1. Rematerialisation of a 48-layer MLP (width 256, batch 4096): compiled memory of the training step
    (temp + arguments + outputs - aliased, from ``compiled.memory_analysis()``) and step time, without
@@ -89,6 +89,8 @@ def remat_section(repeats: int) -> list[dict]:
         entry = next(iter(net._cached_op.entries.values()))
         rows.append({"remat": str(remat), "plan": entry.remat_plan.describe() if entry.remat_plan else "-",
                      "xla_mb": xla_bytes(compiled) / 1e6, "first_call_s": first_call})
+    for step in steps.values():  # warm-up: first executions allocate and page in the buffers
+        jax.block_until_ready(step(x, y))
     times = {key: [] for key in steps}
     for _ in range(repeats):  # interleaved, medians
         for key, step in steps.items():
@@ -187,7 +189,7 @@ def donation_section() -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--json", type=str, default=None)
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}")
