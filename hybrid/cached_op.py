@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import warnings
+import operator
 from operator import attrgetter
 from typing import Any, Callable, Sequence
 
@@ -22,7 +23,7 @@ from . import autograd, functional
 from . import random as _random
 from .errors import HybridizeError
 from .graph.lower import lower as lower_graph
-from .graph import pipeline
+from .graph import hoist, pipeline
 from .graph.ir import Graph
 from .graph.memory import remat
 from .graph.trace import from_jaxpr
@@ -208,7 +209,8 @@ class CompiledForward:
         def infer(state_values, other_values, input_values, rng):
             return forward(self.merge(state_values, other_values), input_values, rng)
 
-        self.infer = jax.jit(infer, donate_argnums=self._donate)
+        split = None if self.state_index else hoist.split_parameter_work(self.graph, len(self.params))
+        self.infer = jax.jit(infer, donate_argnums=self._donate) if split is None else _HoistedInfer(self, split)
         self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
         self.diff_index = [i for i, p in enumerate(self.params) if p.grad_req != "null"]
         self.diff_params = [self.params[i] for i in self.diff_index]
@@ -352,6 +354,33 @@ class CachedOp:
         for param, state in zip(entry.state_params, states):
             param.set_data(state)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
+
+
+class _HoistedInfer:
+    """The inference entry point of a graph with parameter-only work (folded BatchNorm, weights moved
+    to the kernel's layout): that work runs in its own program when the parameter arrays change,
+    and its results are kept (with references to the arrays they came from) for later calls."""
+
+    def __init__(self, entry: CompiledForward, split: hoist.HoistedGraphs):
+        prepare, main = lower_graph(split.prepare), lower_graph(split.main)
+        n_out, uses_rng = entry.n_outputs, entry.uses_rng
+
+        def run(param_values, prepared, input_values, rng):
+            results = main(*param_values, *prepared, *input_values, *(rng if uses_rng else ()))
+            return results[:n_out], results[n_out:]
+
+        self.prepare = jax.jit(lambda param_values: prepare(*param_values))
+        self.main = jax.jit(run)
+        self.prepared_bytes = split.prepared_bytes
+        self._source: tuple = ()
+        self._prepared: list = []
+
+    def __call__(self, state_values: list, param_values: list, input_values: list, rng: tuple) -> tuple:
+        source = self._source
+        if len(source) != len(param_values) or not all(map(operator.is_, source, param_values)):
+            self._prepared = self.prepare(param_values)
+            self._source = tuple(param_values)
+        return self.main(param_values, self._prepared, input_values, rng)
 
 
 def _python_forward(block: Any, spec: ArgSpec, params: list[Parameter], info: dict) -> Callable:

@@ -213,7 +213,7 @@ def test_bn_fold_folds_inference_batchnorm_into_conv_and_dense(rng):
     mlp = nn.HybridSequential()
     mlp.add(nn.Dense(5, in_units=6), nn.BatchNorm(in_channels=5, running_variance_initializer="ones"))
     mlp.initialize()
-    x2 = rng.standard_normal((4, 6)).astype(np.float32)
+    x2 = rng.standard_normal((16, 6)).astype(np.float32)
     inspection = hybrid.inspect(mlp, x2, passes=["bn_fold"])
     assert "batch_norm" not in ops_of(inspection.after)
     check_equivalent(inspection.before, inspection.after, graph_args(mlp, inspection, x2), rtol=1e-4, atol=1e-5)
@@ -230,6 +230,11 @@ def test_bn_fold_does_not_fire_without_its_preconditions(rng):
     wrong_axis.initialize()
     g = hybrid.inspect(wrong_axis, rng.standard_normal((2, 3, 6, 6)).astype(np.float32), passes=["bn_fold"])
     assert ops_of(g.after)["batch_norm"] == 1        # normalises a spatial axis, not channels
+    mlp = nn.HybridSequential()
+    mlp.add(nn.Dense(5, in_units=6), nn.BatchNorm(in_channels=5))
+    mlp.initialize()
+    small_batch = hybrid.inspect(mlp, rng.standard_normal((4, 6)).astype(np.float32), passes=["bn_fold"])
+    assert ops_of(small_batch.after)["batch_norm"] == 1  # the 30-element weight outweighs the 20-element output
 
 
 def test_horizontal_fusion_of_shared_input_matmuls(x, rng):
@@ -309,8 +314,12 @@ def test_layout_runs_channels_first_stacks_channels_last(rng):
     for training in (False, True):
         inspection = hybrid.inspect(net, x, passes=["layout"], training=training)
         after = inspection.after
-        assert ops_of(after)["transpose"] == 2  # one in, one out: the stack runs channels-last
+        moved = [n for n in after.nodes if n.op == "transpose"]
+        weights = [n for n in moved if (n.inputs[0].name or "").endswith(".weight")]
+        assert len(moved) - len(weights) == 2  # one in, one out: the stack runs channels-last
+        assert len(weights) == 2 and all(n.attrs["permutation"] == (2, 3, 1, 0) for n in weights)  # OIHW -> HWIO
         assert all(n.attrs.get("layout") == "NHWC" for n in after.nodes if n.op in ("convolution", "pooling"))
+        assert all(n.attrs["weight_layout"] == "HWIO" for n in after.nodes if n.op == "convolution")
         assert all(n.attrs["axis"] == 3 for n in after.nodes if n.op == "batch_norm")
         check_equivalent(inspection.before, inspection.after, graph_args(net, inspection, x), rtol=1e-4, atol=1e-5)
 

@@ -2,8 +2,9 @@
 default NCHW) run on channels-last data (NHWC), the layout XLA:CPU's convolutions and most GPU
 kernels use natively, so that XLA does not transpose the activations around every convolution.
 
-Each channels-first op is rewritten as transpose -> channels-last op -> transpose back (convolution
-weights keep their layout; only activations move). Transposes are then pushed forward through
+Each channels-first op is rewritten as transpose -> channels-last op -> transpose back; convolution
+weights get an explicit transpose to the kernel's layout (HWIO), which reads only parameters, so
+inference graphs compute it once per parameter change (:mod:`hybrid.graph.hoist`). Transposes are then pushed forward through
 elementwise operations, and a transpose meeting its inverse disappears, so a conv-BN-ReLU-pool stack
 keeps one transpose at its entry and one where the data leaves it (e.g. before a flatten).
 
@@ -49,7 +50,8 @@ def _channels_last(node: Node) -> dict | None:
         x, weight = node.inputs[0], node.inputs[1]
         if layer_ops.depthwise_runs_shifted(x.shape, weight.shape, attrs["groups"], layout, weight_layout):
             return None  # computed as shifted products, which are fastest channels-first
-        return dict(attrs, layout=_CHANNELS_FIRST[layout], weight_layout=weight_layout)
+        return dict(attrs, layout=_CHANNELS_FIRST[layout], weight_layout=weight_layout,
+                    _weight_to=layout[2:] + "IO")
     if node.op in ("pooling", "global_pooling") and layout in _CHANNELS_FIRST:
         return dict(attrs, layout=_CHANNELS_FIRST[layout])
     ndim = len(node.inputs[0].shape)
@@ -61,7 +63,7 @@ def _channels_last(node: Node) -> dict | None:
 @register_pass("layout")
 def channels_last(graph: Graph) -> tuple[Graph, dict]:
     rewriter = Rewriter(graph)
-    converted = 0
+    converted = weight_moves = 0
     for node in graph.nodes:
         attrs = _channels_last(node)
         if attrs is None:
@@ -69,6 +71,12 @@ def channels_last(graph: Graph) -> tuple[Graph, dict]:
             continue
         inputs = [rewriter.value(v) for v in node.inputs]
         ndim = len(inputs[0].shape)
+        target = attrs.pop("_weight_to", None)
+        if target is not None:  # the kernel's own layout, e.g. HWIO; parameter-only, so hoisted in inference
+            perm = tuple(attrs["weight_layout"].index(c) for c in target)
+            inputs[1] = rewriter.emit(transpose_node(inputs[1], perm, node.scope)).outputs[0]
+            attrs["weight_layout"] = target
+            weight_moves += 1
         entry = rewriter.emit(transpose_node(inputs[0], _to_last(ndim), node.scope))
         first_out = node.outputs[0]
         last_shape = tuple(first_out.shape[i] for i in _to_last(ndim))
@@ -86,7 +94,7 @@ def channels_last(graph: Graph) -> tuple[Graph, dict]:
     from .simplify import algebraic_simplification
     result, _ = algebraic_simplification(result)
     result, _ = dead_code_elimination(result)
-    added = _transposes(result) - _transposes(graph)
+    added = _transposes(result) - _transposes(graph) - weight_moves
     convolutions = sum(1 for n in graph.nodes if n.op == "convolution" and _channels_last(n) is not None)
     if added > max(convolutions, 1):
         # the channels-last regions are too short: transposing between them costs what they save
