@@ -32,7 +32,7 @@ import hybrid  # noqa: E402
 from hybrid import autograd, loss, nn  # noqa: E402
 
 from corpus import TransformerBlock  # noqa: E402
-from common import table  # noqa: E402
+from common import compiled_sgd_step, table  # noqa: E402
 
 
 def xla_bytes(compiled) -> int:
@@ -50,17 +50,7 @@ def deep_mlp(layers: int = 48, width: int = 256):
 
 def compiled_step(net, batch):
     """``hybrid.compile`` of one SGD-momentum training step of ``net`` and its XLA executable."""
-    loss_fn = loss.SoftmaxCrossEntropyLoss()
-    trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9})
-
-    @hybrid.compile
-    def step(x, y):
-        with autograd.record():
-            out = loss_fn(net(x), y)
-        autograd.backward(out)
-        trainer.step(x.shape[0])
-        return out
-
+    step, trainer = compiled_sgd_step(net)
     x, y = batch
     step(x, y)  # compiles
     (program,) = step._programs.values()

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import hybrid  # noqa: E402
-from hybrid import autograd, distributed, loss, nn  # noqa: E402
+from hybrid import distributed, nn  # noqa: E402
 
-from common import interleaved_medians, table  # noqa: E402
+from common import compiled_sgd_step, interleaved_medians, table  # noqa: E402
 
 
 def mlp():
@@ -75,17 +75,7 @@ def make_step(build, x, y, mesh):
     net = build()
     net.initialize(hybrid.init.Xavier())
     net.hybridize()
-    placement = {} if mesh is None else {"mesh": mesh}
-    trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9}, **placement)
-    loss_fn = loss.SoftmaxCrossEntropyLoss()
-
-    @hybrid.compile
-    def step(x, y):
-        with autograd.record():
-            out = loss_fn(net(x), y)
-        autograd.backward(out)
-        trainer.step(x.shape[0])
-        return out
+    step, _ = compiled_sgd_step(net, **({} if mesh is None else {"mesh": mesh}))
 
     if mesh is not None:
         x, y = distributed.shard_batch((x, y), mesh)

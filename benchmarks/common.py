@@ -1,4 +1,4 @@
-"""Timing helpers shared by the benchmark scripts: interleaved runs and medians."""
+"""Helpers shared by the benchmark scripts: interleaved runs and medians, tables, a compiled training step."""
 from __future__ import annotations
 
 import statistics
@@ -43,3 +43,22 @@ def table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
     return "\n".join(lines)
+
+
+def compiled_sgd_step(net, **placement) -> tuple[Callable, object]:
+    """``hybrid.compile`` of one training step of ``net`` (softmax cross-entropy, SGD with momentum
+    0.9, learning rate 0.01); ``placement`` goes to the Trainer (e.g. ``mesh=``). Returns (step, trainer)."""
+    import hybrid
+    from hybrid import autograd, loss
+
+    loss_fn = loss.SoftmaxCrossEntropyLoss()
+    trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9}, **placement)
+
+    @hybrid.compile
+    def step(x, y):
+        with autograd.record():
+            out = loss_fn(net(x), y)
+        autograd.backward(out)
+        trainer.step(x.shape[0])
+        return out
+    return step, trainer

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import time
 import warnings
-import operator
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any, Callable, Sequence
 
 import jax
@@ -371,13 +370,12 @@ class _HoistedInfer:
 
         self.prepare = jax.jit(lambda param_values: prepare(*param_values))
         self.main = jax.jit(run)
-        self.prepared_bytes = split.prepared_bytes
         self._source: tuple = ()
         self._prepared: list = []
 
     def __call__(self, state_values: list, param_values: list, input_values: list, rng: tuple) -> tuple:
         source = self._source
-        if len(source) != len(param_values) or not all(map(operator.is_, source, param_values)):
+        if len(source) != len(param_values) or not all(map(is_, source, param_values)):
             self._prepared = self.prepare(param_values)
             self._source = tuple(param_values)
         return self.main(param_values, self._prepared, input_values, rng)

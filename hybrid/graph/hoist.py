@@ -23,7 +23,6 @@ class HoistedGraphs:
     with inputs ``(*params, *rest)``."""
     prepare: Graph
     main: Graph
-    prepared_bytes: int
 
 
 def split_parameter_work(graph: Graph, n_params: int) -> HoistedGraphs | None:
@@ -60,6 +59,5 @@ def split_parameter_work(graph: Graph, n_params: int) -> HoistedGraphs | None:
     for node in graph.nodes:
         if node not in hoisted_set:
             main.keep(node)
-    main_graph = main.finish()
-    main_graph.inputs = list(params) + fresh + graph.inputs[n_params:]
-    return HoistedGraphs(prepare.finish(), main_graph, sum(v.nbytes for v in boundary))
+    main_graph = main.finish().copy_with(inputs=list(params) + fresh + graph.inputs[n_params:])
+    return HoistedGraphs(prepare.finish(), main_graph)

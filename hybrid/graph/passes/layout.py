@@ -4,9 +4,10 @@ kernels use natively, so that XLA does not transpose the activations around ever
 
 Each channels-first op is rewritten as transpose -> channels-last op -> transpose back; convolution
 weights get an explicit transpose to the kernel's layout (HWIO), which reads only parameters, so
-inference graphs compute it once per parameter change (:mod:`hybrid.graph.hoist`). Transposes are then pushed forward through
-elementwise operations, and a transpose meeting its inverse disappears, so a conv-BN-ReLU-pool stack
-keeps one transpose at its entry and one where the data leaves it (e.g. before a flatten).
+inference graphs compute it once per parameter change (:mod:`hybrid.graph.hoist`). Transposes are then
+pushed forward through elementwise operations, and a transpose meeting its inverse disappears, so a
+conv-BN-ReLU-pool stack keeps one transpose at its entry and one where the data leaves it (e.g. before
+a flatten).
 
 Depthwise convolutions that run as shifted products (on XLA:CPU) stay channels-first, where those are
 fastest. If the rewrite would leave more activation transposes than it converts convolutions (short
@@ -50,8 +51,7 @@ def _channels_last(node: Node) -> dict | None:
         x, weight = node.inputs[0], node.inputs[1]
         if layer_ops.depthwise_runs_shifted(x.shape, weight.shape, attrs["groups"], layout, weight_layout):
             return None  # computed as shifted products, which are fastest channels-first
-        return dict(attrs, layout=_CHANNELS_FIRST[layout], weight_layout=weight_layout,
-                    _weight_to=layout[2:] + "IO")
+        return dict(attrs, layout=_CHANNELS_FIRST[layout], weight_layout=weight_layout)
     if node.op in ("pooling", "global_pooling") and layout in _CHANNELS_FIRST:
         return dict(attrs, layout=_CHANNELS_FIRST[layout])
     ndim = len(node.inputs[0].shape)
@@ -71,8 +71,8 @@ def channels_last(graph: Graph) -> tuple[Graph, dict]:
             continue
         inputs = [rewriter.value(v) for v in node.inputs]
         ndim = len(inputs[0].shape)
-        target = attrs.pop("_weight_to", None)
-        if target is not None:  # the kernel's own layout, e.g. HWIO; parameter-only, so hoisted in inference
+        if node.op == "convolution":  # weights to the kernel's own layout (HWIO); hoisted in inference
+            target = attrs["layout"][1:-1] + "IO"
             perm = tuple(attrs["weight_layout"].index(c) for c in target)
             inputs[1] = rewriter.emit(transpose_node(inputs[1], perm, node.scope)).outputs[0]
             attrs["weight_layout"] = target
