@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import threading
 import warnings
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
@@ -12,33 +11,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import autograd, cached_op, functional, serialization
+from . import _context, _lazy, autograd, cached_op, serialization
 from . import init as _init
+from ._watch import Watched
 from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
 from .graph.memory.remat import RematPlan
 from .graph.pipeline import resolve_passes
-from .parameter import Parameter, bump_version, unique_params
+from .parameter import Parameter, unique_params
 
 __all__ = ["Block", "HybridBlock", "HookHandle"]
-
-
-class _CallState(threading.local):
-    def __init__(self):
-        self.depth = 0
-        self.force_eager = False
-
-
-_call_state = _CallState()
 
 
 @contextmanager
 def eager_only() -> Iterator[None]:
     """Run hybridized blocks eagerly inside the ``with`` block (used by ``summary``)."""
-    previous, _call_state.force_eager = _call_state.force_eager, True
-    try:
+    with _context.scope(eager_only=True):
         yield
-    finally:
-        _call_state.force_eager = previous
+
+
+def _is_traced(value: Any) -> bool:
+    """Whether ``value`` holds arrays of a JAX transformation (they must not outlive the call)."""
+    return any(isinstance(leaf, jax.core.Tracer) and not isinstance(leaf, _lazy.LazyArray)
+               for leaf in jax.tree_util.tree_leaves(value))
 
 
 class HookHandle:
@@ -65,7 +59,7 @@ def _indent(text: str, spaces: int) -> str:
     return text.replace("\n", "\n" + " " * spaces)
 
 
-class Block:
+class Block(Watched):
     """Base class of all layers and models.
 
     Assigning a Block or a Parameter as an attribute registers it; structural
@@ -99,18 +93,25 @@ class Block:
             self._reg_params[name] = value
             if value._name is None:
                 value._name = name
-            bump_version()
+            self._changed()
         elif value is None and (name in self._children or name in self._reg_params):
             self._children.pop(name, None)
             self._reg_params.pop(name, None)
-            bump_version()
+            self._changed()
+        elif not name.startswith("_") and _is_traced(value):
+            frame = _context.current().frame
+            if frame is None:
+                raise HybridizeError(
+                    f"{type(self).__name__}.{name}: cannot keep a traced value (assigned inside a JAX "
+                    "transformation) as an attribute; return it from forward instead")
+            frame.assign_attribute(self, name, value)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
         if name in self._children or name in self._reg_params:
             self._children.pop(name, None)
             self._reg_params.pop(name, None)
-            bump_version()
+            self._changed()
         object.__delattr__(self, name)
 
     def register_child(self, block: "Block", name: str | None = None) -> None:
@@ -121,7 +122,7 @@ class Block:
         self._reg_params.pop(name, None)
         self._children[name] = block
         object.__setattr__(block, "_scope_name", name)
-        bump_version()
+        self._changed()
 
     @property
     def params(self) -> dict[str, Parameter]:
@@ -200,7 +201,6 @@ class Block:
                 continue
             owner, attr = self._owner_of(name)
             setattr(owner, attr, param)
-        bump_version()
         return self
 
     def _owner_of(self, structural_name: str) -> tuple["Block", str]:
@@ -230,42 +230,39 @@ class Block:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for hook in tuple(self._forward_pre_hooks.values()):
             hook(self, args)
-        state = _call_state
-        state.depth += 1
+        depth = _context.call_depth
+        depth.value += 1
         try:
             out = self._dispatch(args, kwargs)
         except Exception as exc:
-            error = self._located_error(exc, state.depth == 1)
+            error = self._located_error(exc, depth.value == 1)
             if error is exc:
                 raise
             raise error from exc
         finally:
-            state.depth -= 1
+            depth.value -= 1
         for hook in tuple(self._forward_hooks.values()):
             hook(self, args, out)
         return out
 
     def _dispatch(self, args: tuple, kwargs: dict) -> Any:
-        frame = functional.current()
-        if frame is not None:
-            if frame.kind == "trace":  # inside a hybridize trace: inline into the enclosing graph
-                return self._run_forward((args, kwargs))
-            if frame.kind == "compile" and autograd.is_recording():
-                return cached_op.record_call(self, (args, kwargs))
-            if self._active:
-                return self._get_cached_op()((args, kwargs))
+        ctx = _context.current()
+        if ctx.frame is not None:
+            ctx.frame.note_call(self)
+        if ctx.recording:
+            if self._active and not ctx.eager_only:
+                return self._get_cached_op().record((args, kwargs))
             return self._run_forward((args, kwargs))
-        if self._active and not _call_state.force_eager:
+        if ctx.frame is not None:
+            return ctx.frame.call_block(self, args, kwargs)
+        if self._active and not ctx.eager_only:
             return self._get_cached_op()((args, kwargs))
-        args, kwargs = _to_jax(args), _to_jax(kwargs)
-        if autograd.is_recording():
-            return cached_op.record_call(self, (args, kwargs))
-        return self._run_forward((args, kwargs))
+        return self._run_forward((_to_jax(args), _to_jax(kwargs)))
 
     def _run_forward(self, packed: tuple) -> Any:
         args, kwargs = packed
-        frame = functional.current()
-        tracing = frame is not None and frame.kind == "trace" and self._scope_name
+        frame = _context.current().frame
+        tracing = frame is not None and frame.inline_hybridized and self._scope_name
         with jax.named_scope(self._scope_name) if tracing else nullcontext():
             try:
                 return self.forward(*args, **kwargs)
@@ -279,8 +276,8 @@ class Block:
                 return self.forward(*args, **kwargs)
 
     def _located_error(self, exc: Exception, is_root: bool) -> Exception:
-        frame = functional.current()
-        if frame is not None and frame.kind == "trace" and isinstance(exc, cached_op._TRACER_ERRORS):
+        frame = _context.current().frame
+        if frame is not None and frame.inline_hybridized and isinstance(exc, cached_op._TRACER_ERRORS):
             exc = cached_op.control_flow_error(self, exc)
         if getattr(exc, "_hybrid_block", None) is None:
             try:
@@ -476,7 +473,8 @@ class HybridBlock(Block):
         object.__setattr__(self, "_active", bool(active))
         object.__setattr__(self, "_passes", resolve_passes(passes))
         object.__setattr__(self, "_remat", remat)
-        object.__setattr__(self, "_cached_op", None)
+        self._clear_cached()
+        self._changed()
         for child in self._children.values():
             child.hybridize(active, static_alloc=static_alloc, static_shape=static_shape, passes=passes)
 
@@ -498,4 +496,7 @@ class HybridBlock(Block):
         return op
 
     def _clear_cached(self) -> None:
+        op = self._cached_op
+        if op is not None:
+            op.invalidate()
         object.__setattr__(self, "_cached_op", None)

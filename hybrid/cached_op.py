@@ -18,15 +18,16 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from . import autograd, functional
+from . import _context, _lazy, functional
 from . import random as _random
+from ._watch import watch
 from .errors import HybridizeError
 from .graph.lower import lower as lower_graph
 from .graph import hoist, pipeline
 from .graph.ir import Graph
 from .graph.memory import remat
 from .graph.trace import from_jaxpr
-from .parameter import Parameter, current_version, unique_params
+from .parameter import Parameter, unique_params
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                   jax.errors.TracerIntegerConversionError)
@@ -79,9 +80,10 @@ class TraceResult:
     """A forward traced into a graph, with what is needed to call it."""
 
     def __init__(self, graph: Graph, params: list[Parameter], state_params: list[Parameter],
-                 out_tree: Any, uses_rng: bool, n_outputs: int):
+                 out_tree: Any, uses_rng: bool, n_outputs: int, attributes: list):
         self.graph, self.params, self.state_params = graph, params, state_params
         self.out_tree, self.uses_rng, self.n_outputs = out_tree, uses_rng, n_outputs
+        self.attributes = attributes  # (block, name) of attributes assigned in forward: outputs after the states
 
 
 def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list):
@@ -89,7 +91,7 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
     info: dict = {}
 
     def fn(param_values, input_values, rng):
-        with functional.frame(dict(zip(params, param_values)), key=rng, kind="trace") as fr:
+        with functional.frame(dict(zip(params, param_values)), key=rng, frame_type=functional.TraceFrame) as fr:
             try:
                 out = block._run_forward(spec.rebuild(input_values))
             except _TRACER_ERRORS as exc:
@@ -107,8 +109,8 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
                 raise HybridizeError(f"forward returned a {type(leaf).__name__}; a hybridized forward must "
                                      "return arrays (or tuples/lists/dicts of arrays)")
         info.update(out_tree=out_tree, n_out=len(leaves), states=list(fr.updates), missing=dict(fr.missing),
-                    accessed=dict(fr.accessed), uses_rng=fr.key_count > 0)
-        return leaves, list(fr.updates.values())
+                    accessed=dict(fr.accessed), uses_rng=fr.key_count > 0, attributes=list(fr.attributes))
+        return leaves, list(fr.updates.values()) + list(fr.attributes.values())
 
     rng = (_random.base_key(), np.uint32(0))
     closed = jax.make_jaxpr(fn)([p._data for p in params], list(arrays), rng)
@@ -146,7 +148,8 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
     graph = from_jaxpr(closed, names)
     if not info["uses_rng"]:
         graph = _drop_rng_inputs(graph)
-    return TraceResult(graph, params, info["states"], info["out_tree"], info["uses_rng"], info["n_out"])
+    return TraceResult(graph, params, info["states"], info["out_tree"], info["uses_rng"], info["n_out"],
+                       info["attributes"])
 
 
 def _drop_rng_inputs(graph: Graph) -> Graph:
@@ -180,10 +183,10 @@ def control_flow_error(block: Any, exc: BaseException) -> HybridizeError:
 class CompiledForward:
     """One traced and optimised forward and its jitted entry points."""
 
-    def __init__(self, traced: TraceResult, passes: Sequence[str], version: int, remat: Any = None):
-        self.version = version
+    def __init__(self, traced: TraceResult, passes: Sequence[str], remat: Any = None):
         self.params = traced.params
         self.state_params = traced.state_params
+        self.attributes = traced.attributes
         self.out_tree = traced.out_tree
         self.uses_rng = traced.uses_rng
         self.traced_graph = traced.graph
@@ -211,10 +214,8 @@ class CompiledForward:
         split = None if self.state_index else hoist.split_parameter_work(self.graph, len(self.params))
         self.infer = jax.jit(infer, donate_argnums=self._donate) if split is None else _HoistedInfer(self, split)
         self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
-        self.diff_index = [i for i, p in enumerate(self.params) if p.grad_req != "null"]
-        self.diff_params = [self.params[i] for i in self.diff_index]
-        self._train: dict[tuple, Callable] = {}
-        self.backward = jax.jit(lambda vjp_fn, cotangents: vjp_fn(cotangents))
+        self.token = id(self)
+        self._out_avals: list | None = None
 
     def make_forward(self, graph: Graph) -> Callable:
         """``forward(param_values, input_values, rng) -> (outputs, states)`` running ``graph``."""
@@ -274,35 +275,53 @@ class CompiledForward:
         """The parameters' arrays as (state, non-state) lists, the form the jitted entry points take."""
         return list(map(_get_data, self.state_inputs)), list(map(_get_data, self.other_inputs))
 
-    def train_forward(self, input_index: tuple[int, ...]) -> Callable:
-        """Jitted ``(params, inputs, rng) -> (outputs, states, vjp_fn)`` differentiating the
-        parameters with grad_req != 'null' and the inputs at ``input_index``."""
-        fn = self._train.get(input_index)
-        if fn is None:
-            diff_index, forward = self.diff_index, self.forward
+    def write_states(self, states: Sequence, set_param: Callable[[Parameter, Any], None]) -> None:
+        """Store the state outputs of a call: parameters with ``set_param``, then attributes."""
+        n = len(self.state_params)
+        for param, state in zip(self.state_params, states):
+            set_param(param, state)
+        for (block, name), value in zip(self.attributes, states[n:]):
+            object.__setattr__(block, name, value)
 
-            def train(state_values, other_values, input_values, rng):
-                param_values = self.merge(state_values, other_values)
+    def record(self, tape: _lazy.Tape, arrays: list, rng: tuple) -> tuple[list, list]:
+        """Stage one call on ``tape``; returns lazy (outputs, states)."""
+        params = self.params
+        if _context.current().frame is None:
+            values = list(map(_get_data, params))
+            tape.read_params(params, values)
+        else:
+            values = [p.data() for p in params]  # noted on the tape as parameter reads
+        flat = values + list(arrays) + list(rng)
+        if self._out_avals is None:
+            self._out_avals = self.out_avals(flat)
+        n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, self.forward
 
-                def f(p_diff, i_diff):
-                    pv, iv = list(param_values), list(input_values)
-                    for i, v in zip(diff_index, p_diff):
-                        pv[i] = v
-                    for i, v in zip(input_index, i_diff):
-                        iv[i] = v
-                    return forward(pv, iv, rng)
+        def call(*flat_values):
+            p, rest = flat_values[:n_params], flat_values[n_params:]
+            outputs, states = forward(p, rest[:n_arrays], rest[n_arrays:])
+            return list(outputs) + list(states)
 
-                p_diff = [param_values[i] for i in diff_index]
-                i_diff = [input_values[i] for i in input_index]
-                outputs, vjp_fn, states = jax.vjp(f, p_diff, i_diff, has_aux=True)
-                return outputs, states, vjp_fn
+        results = tape.call(call, self.token, flat, self._out_avals, token=self.token)
+        return results[:n_out], results[n_out:]
 
-            fn = self._train[input_index] = jax.jit(train, donate_argnums=self._donate)
-        return fn
+    def out_avals(self, flat: list) -> list:
+        n_params = len(self.params)
+        n_inputs = len(flat) - n_params - (2 if self.uses_rng else 0)
+
+        def run(*values):
+            outputs, states = self.forward(values[:n_params], values[n_params:n_params + n_inputs],
+                                           values[n_params + n_inputs:])
+            return list(outputs) + list(states)
+        with functional.no_frame():
+            shapes = jax.eval_shape(run, *[jax.ShapeDtypeStruct(v.shape, v.dtype) for v in flat])
+        return [jax.core.ShapedArray(s.shape, s.dtype) for s in shapes]
 
 
 class CachedOp:
-    """Per-block cache of compiled forwards, keyed by call signature."""
+    """Per-block cache of compiled forwards, keyed by call signature.
+
+    It watches the blocks and parameters of its block's tree: a structural change to any of
+    them (see :mod:`hybrid._watch`) clears it, and with it every recorded program using it."""
 
     def __init__(self, block: Any, passes: Sequence[str], remat: Any = None):
         self.block = block
@@ -310,49 +329,60 @@ class CachedOp:
         self.remat = remat
         self.entries: dict[tuple, CompiledForward] = {}
 
+    def invalidate(self) -> None:
+        for entry in self.entries.values():
+            _lazy.forget_token(entry.token)
+        self.entries = {}
+
     def entry(self, args: tuple) -> tuple[CompiledForward, list]:
         """The compiled forward for ``args`` (traced on first use) and the array leaves of ``args``."""
         leaves, treedef = jax.tree_util.tree_flatten(args)
         parts, arrays = signature(leaves)
-        key = (treedef, autograd.is_training(), parts)
+        key = (treedef, _context.current().training, parts)
         entry = self.entries.get(key)
-        if entry is None or entry.version != current_version():
-            entry = CompiledForward(trace_block(self.block, args), self.passes, current_version(), self.remat)
+        if entry is None:
+            entry = CompiledForward(trace_block(self.block, args), self.passes, self.remat)
             self.entries[key] = entry
+            blocks: list = []
+            self.block.apply(blocks.append)
+            watch(self, blocks + unique_params(self.block.collect_params()))
         return entry, arrays
 
     def __call__(self, args: tuple) -> Any:
         entry, arrays = self.entry(args)
-        frame = functional.current()
+        frame = _context.current().frame
         if frame is not None:
             return self._call_in_frame(entry, arrays, frame)
         state_values, other_values = entry.current_values()
         rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
-        if autograd.is_recording():
-            return self._call_recorded(entry, state_values, other_values, arrays, rng)
+        arrays = [_lazy.concrete(a) for a in arrays]
         outputs, states = entry.infer(state_values, other_values, arrays, rng)
-        for param, state in zip(entry.state_params, states):
-            param._data = state
+        entry.write_states(states, _set_param_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
-    def _call_recorded(self, entry: CompiledForward, state_values: list, other_values: list, arrays: list,
-                       rng: tuple) -> Any:
-        input_index = tuple(i for i, a in enumerate(arrays) if autograd.needs_grad(a))
-        outputs, states, vjp_fn = entry.train_forward(input_index)(state_values, other_values, arrays, rng)
-        for param, state in zip(entry.state_params, states):
-            param._data = state
-        backward = entry.backward
-        autograd.record_node(autograd.TapeNode(
-            type(self.block).__name__, entry.diff_params, [arrays[i] for i in input_index], outputs,
-            lambda cotangents: backward(vjp_fn, cotangents)))
+    def record(self, args: tuple) -> Any:
+        """The call inside ``record()``: one node on the tape."""
+        entry, arrays = self.entry(args)
+        ctx = _context.current()
+        frame = ctx.frame
+        if entry.uses_rng:
+            rng = (frame.next_key(), np.uint32(0)) if frame is not None else (_random.base_key(),
+                                                                              _random.next_counter())
+        else:
+            rng = ()
+        outputs, states = entry.record(ctx.tape, arrays, rng)
+        entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
     def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: functional.Frame) -> Any:
         rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
         outputs, states = entry.infer_in_frame([p.data() for p in entry.params], arrays, rng)
-        for param, state in zip(entry.state_params, states):
-            param.set_data(state)
+        entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
+
+
+def _set_param_data(param: Parameter, value: Any) -> None:
+    param._data = value
 
 
 class _HoistedInfer:
@@ -379,72 +409,3 @@ class _HoistedInfer:
             self._prepared = self.prepare(param_values)
             self._source = tuple(param_values)
         return self.main(param_values, self._prepared, input_values, rng)
-
-
-def _python_forward(block: Any, spec: ArgSpec, params: list[Parameter], info: dict) -> Callable:
-    """The block's Python forward as a function of (parameter values, input values)."""
-    def forward(param_values, input_values):
-        with functional.frame(dict(zip(params, param_values)), kind="functional") as fr:
-            out = block._run_forward(spec.rebuild(input_values))
-        out_leaves, info["out_tree"] = jax.tree_util.tree_flatten(out)
-        info["states"] = list(fr.updates)
-        info["missing"] = [p for p in fr.missing if p.grad_req != "null" and p not in params]
-        info["accessed"] = fr.accessed
-        return out_leaves, list(fr.updates.values())
-    return forward
-
-
-def record_call(block: Any, args: tuple) -> Any:
-    """Run ``block`` under ``jax.vjp`` and put it on the tape.
-
-    Used for un-hybridized blocks, and for every block inside a whole-step trace (where
-    parameter values come from the trace's frame and hybridized blocks run their
-    optimised graph)."""
-    leaves, treedef = jax.tree_util.tree_flatten(args)
-    spec = ArgSpec(leaves, treedef)
-    arrays = [leaves[i] for i in spec.array_pos]
-    input_index = [i for i, a in enumerate(arrays) if autograd.needs_grad(a)]
-    in_frame = functional.current() is not None
-    info: dict = {}
-    for _attempt in range(3):
-        if block._active:
-            entry, arrays = block._get_cached_op().entry(args)
-            params = entry.params
-            rng = (functional.current().next_key(), np.uint32(0)) if entry.uses_rng else ()
-            info.update(out_tree=entry.out_tree, states=entry.state_params, missing=[], accessed=set(params))
-
-            def forward(param_values, input_values, entry=entry, rng=rng):
-                return entry.forward(param_values, input_values, rng)
-        else:
-            params = [p for p in unique_params(block.collect_params()) if p._data is not None]
-            forward = _python_forward(block, spec, params, info)
-        values = [p.data() for p in params] if in_frame else [p._data for p in params]
-        diff_index = [i for i, p in enumerate(params) if p.grad_req != "null"]
-
-        def f(p_diff, i_diff):
-            pv, iv = list(values), list(arrays)
-            for i, v in zip(diff_index, p_diff):
-                pv[i] = v
-            for i, v in zip(input_index, i_diff):
-                iv[i] = v
-            return forward(pv, iv)
-
-        outputs, vjp_fn, states = jax.vjp(f, [values[i] for i in diff_index], [arrays[i] for i in input_index],
-                                          has_aux=True)
-        if not info["missing"]:
-            break
-    for param, state in zip(info["states"], states):
-        if in_frame:
-            param.set_data(state)
-        else:
-            param._data = state
-    diff = [params[i] for i in diff_index]
-    keep = [i for i, p in enumerate(diff) if p in info["accessed"]]
-
-    def vjp(cotangents):
-        p_cts, i_cts = vjp_fn(cotangents)
-        return [p_cts[i] for i in keep], i_cts
-
-    autograd.record_node(autograd.TapeNode(type(block).__name__, [diff[i] for i in keep],
-                                           [arrays[i] for i in input_index], outputs, vjp))
-    return jax.tree_util.tree_unflatten(info["out_tree"], outputs)

@@ -23,10 +23,10 @@ from typing import Any, Callable
 
 import jax
 
-from . import autograd, functional
+from . import _context, functional
+from ._watch import watch
 from .cached_op import _TRACER_ERRORS, ArgSpec, signature
 from .errors import HybridizeError
-from .parameter import current_version
 
 __all__ = ["compile", "CompiledStep"]
 
@@ -77,11 +77,16 @@ class CompiledStep:
         packed = (args, kwargs)
         leaves, treedef = jax.tree_util.tree_flatten(packed)
         parts, arrays = signature(leaves)
-        key = (treedef, parts, autograd.is_training(), autograd.is_recording(), current_version())
+        ctx = _context.current()
+        key = (treedef, parts, ctx.training, ctx.recording)
         program = self._programs.get(key)
         if program is None:
             program = self._programs[key] = self._build(ArgSpec(leaves, treedef), arrays)
         return program.run(arrays)
+
+    def invalidate(self) -> None:
+        """A block or parameter the step uses changed structurally: trace again at the next call."""
+        self._programs = {}
 
     @property
     def num_programs(self) -> int:
@@ -93,9 +98,7 @@ class CompiledStep:
         name = getattr(self._fn, "__name__", "step")
 
         def traced(cell_values, input_values, host_values):
-            frame = functional.CompileFrame(dict(zip(cell_keys, cell_values)), dict(zip(host_keys, host_values)),
-                                            autograd.new_tape())
-            saved = (autograd.is_recording(), autograd.is_training())
+            frame = functional.CompileFrame(dict(zip(cell_keys, cell_values)), dict(zip(host_keys, host_values)))
             try:
                 call_args, call_kwargs = spec.rebuild(input_values)
                 with functional.activate_compile_frame(frame):
@@ -106,9 +109,6 @@ class CompiledStep:
                     ".item(), NumPy conversion, printing) but inside a compiled step arrays are symbolic. Return "
                     "the value from the step and inspect it outside, or use jnp.where / jax.lax.cond. "
                     f"({type(exc).__name__})") from exc
-            finally:
-                autograd.set_recording(saved[0])
-                autograd.set_training(saved[1])
             leaves, out_tree = jax.tree_util.tree_flatten(out)
             for leaf in leaves:
                 if not isinstance(leaf, jax.Array):
@@ -149,6 +149,9 @@ class CompiledStep:
             return traced(list(donated_values) + list(kept_values), input_values, host_values)
 
         jitted = jax.jit(program, donate_argnums=(0,) if donated else ())
+        params = {key[1] for key in list(cells) + list(frame.setters) if isinstance(key, tuple) and len(key) == 2
+                  and key[0] in ("data", "grad")}
+        watch(self, list(params) + list(frame.blocks))
         return _Program(jitted, donated, kept, list(host.values()), written, final_info, dict(frame.fresh), dropped)
 
 

@@ -9,36 +9,52 @@ world (arrays in, arrays out).
 """
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 
-_local = threading.local()
+from . import _context
 
 
 class Frame:
     """Parameter values, state updates and randomness of one functional run.
 
     ``key`` is None (draw from the global stream), a key, or ``(base_key, counter)``.
-    ``kind`` is ``'trace'`` while hybridize traces a graph (hybridized children
-    are inlined) and ``'functional'`` otherwise (hybridized children call their
-    compiled graph).
+    In a plain Frame hybridized children call their compiled graph; in a
+    :class:`TraceFrame` (hybridize tracing a graph) they are inlined.
     """
 
-    __slots__ = ("values", "updates", "accessed", "missing", "key", "key_count", "kind", "parent")
+    __slots__ = ("values", "updates", "accessed", "missing", "key", "key_count", "parent")
+    inline_hybridized = False
+    whole_step = False
 
-    def __init__(self, values: dict, key: Any = None, kind: str = "functional", parent: "Frame | None" = None):
+    def __init__(self, values: dict, key: Any = None, parent: "Frame | None" = None):
         self.values = values
         self.updates: dict = {}
         self.accessed: dict = {}
         self.missing: dict = {}
         self.key = key
         self.key_count = 0
-        self.kind = kind
         self.parent = parent
+
+    def assign_attribute(self, block: Any, name: str, value: Any) -> None:
+        """``block.name = value`` inside ``forward`` where ``value`` is traced."""
+        raise AttributeError(
+            f"{type(block).__name__}.{name}: an attribute assigned inside forward holds a traced value here "
+            "(a value_and_grad or functional run), which would outlive the call; return it from forward instead")
+
+    def note_call(self, block: Any) -> None:
+        """A block is called while this frame (or a frame inside it) is active."""
+        if self.parent is not None:
+            self.parent.note_call(block)
+
+    def call_block(self, block: Any, args: tuple, kwargs: dict) -> Any:
+        """Run a block called while this frame is active."""
+        if block._active and not self.inline_hybridized:
+            return block._get_cached_op()((args, kwargs))
+        return block._run_forward((args, kwargs))
 
     def lookup(self, param) -> Any:
         """The array standing for ``param`` in this frame, or None if it is not supplied."""
@@ -83,10 +99,11 @@ class CompileFrame(Frame):
     """
 
     __slots__ = ("cell_inputs", "reads", "writes", "setters", "missing_cells", "host_values", "host_inputs",
-                 "missing_host", "fresh", "tape")
+                 "missing_host", "fresh", "blocks")
+    whole_step = True
 
-    def __init__(self, cell_inputs: dict, host_values: dict, tape: Any):
-        super().__init__({}, key=None, kind="compile")
+    def __init__(self, cell_inputs: dict, host_values: dict):
+        super().__init__({}, key=None)
         self.cell_inputs = cell_inputs
         self.reads: dict = {}
         self.writes: dict = {}
@@ -96,7 +113,7 @@ class CompileFrame(Frame):
         self.host_inputs: dict = {}
         self.missing_host: dict = {}
         self.fresh: dict = {}
-        self.tape = tape
+        self.blocks: dict = {}  # blocks called in the step: the compiled step watches them
 
     def read(self, key: Any, getter: Callable[[], Any]) -> Any:
         """The current value of a cell: written earlier in the step, an input, or (discovery) concrete."""
@@ -135,6 +152,15 @@ class CompileFrame(Frame):
             p._data = new
         self.write(("data", param), lambda p=param: p._data, setter, value)
 
+    def note_call(self, block: Any) -> None:
+        self.blocks[block] = True
+
+    def assign_attribute(self, block: Any, name: str, value: Any) -> None:
+        """An attribute assigned in the step becomes a program output, set after every call."""
+        def setter(new, block=block, name=name):
+            object.__setattr__(block, name, new)
+        self.write(("attribute", block, name), lambda: None, setter, value)
+
     def next_key(self) -> jax.Array:
         if self.key is None:
             from . import random as _random
@@ -145,45 +171,49 @@ class CompileFrame(Frame):
         return jax.random.fold_in(self.key, self.key_count)
 
 
+class TraceFrame(Frame):
+    """The frame of hybridize tracing a forward into a graph: hybridized children are inlined, and
+    attributes assigned in ``forward`` are collected as outputs."""
+
+    __slots__ = ("attributes",)
+    inline_hybridized = True
+
+    def __init__(self, values: dict, key: Any = None, parent: "Frame | None" = None):
+        super().__init__(values, key, parent)
+        self.attributes: dict = {}  # (block, name) -> traced value: outputs of the call, set after it
+
+    def assign_attribute(self, block: Any, name: str, value: Any) -> None:
+        self.attributes[(block, name)] = value
+
+
 def current() -> Frame | None:
-    """The innermost active frame, or None when running imperatively."""
-    return getattr(_local, "frame", None)
+    """The innermost active frame, or None when parameters hold their own values."""
+    return _context.current().frame
 
 
 def compile_frame() -> CompileFrame | None:
     """The enclosing whole-step trace's frame, or None."""
-    return getattr(_local, "compile_frame", None)
+    return _context.current().compile_frame
 
 
 @contextmanager
-def frame(values: dict, key: Any = None, kind: str = "functional") -> Iterator[Frame]:
-    """Activate a new frame (nested in the current one) for the duration of the ``with`` block."""
-    previous = getattr(_local, "frame", None)
-    new = Frame(values, key, kind, previous)
-    _local.frame = new
-    try:
+def frame(values: dict, key: Any = None, frame_type: type = Frame) -> Iterator[Frame]:
+    """Activate a new frame (nested in the current one) for the duration of the ``with`` block.
+    Recording stops inside: a frame's run is differentiated as a whole by its caller."""
+    new = frame_type(values, key, current())
+    with _context.scope(frame=new, recording=False):
         yield new
-    finally:
-        _local.frame = previous
 
 
 @contextmanager
 def activate_compile_frame(new: CompileFrame) -> Iterator[CompileFrame]:
     """Make ``new`` the current frame and the current whole-step frame."""
-    previous, previous_compile = getattr(_local, "frame", None), getattr(_local, "compile_frame", None)
-    _local.frame, _local.compile_frame = new, new
-    try:
+    with _context.scope(frame=new, tape=None, recording=False):
         yield new
-    finally:
-        _local.frame, _local.compile_frame = previous, previous_compile
 
 
 @contextmanager
 def no_frame() -> Iterator[None]:
     """Temporarily run imperatively, e.g. to initialise a parameter during a trace."""
-    previous, previous_compile = getattr(_local, "frame", None), getattr(_local, "compile_frame", None)
-    _local.frame, _local.compile_frame = None, None
-    try:
+    with _context.scope(frame=None, tape=None, recording=False):
         yield
-    finally:
-        _local.frame, _local.compile_frame = previous, previous_compile

@@ -10,7 +10,6 @@ from . import autograd
 from .cached_op import CompiledForward, trace_block
 from .graph.lower import lower
 from .graph.memory import MemoryPlan, plan_memory, training_graph
-from .parameter import current_version
 from .graph import Graph, format_stats, resolve_passes, run_passes
 from .graph.pipeline import PassStat
 
@@ -61,7 +60,7 @@ def memory_plan(block: Any, *inputs: Any, training: bool = True, remat: Any = No
     """
     chosen = resolve_passes(passes) if passes is not None else getattr(block, "_passes", resolve_passes(None))
     with autograd.pause(train_mode=training):
-        entry = CompiledForward(trace_block(block, (inputs, {})), chosen, current_version(), remat)
+        entry = CompiledForward(trace_block(block, (inputs, {})), chosen, remat)
     graph = entry.graph
     if training:
         run = lower(graph)

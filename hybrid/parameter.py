@@ -8,27 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import functional
+from . import _context, _lazy, functional
 from . import init as _init
+from ._watch import Watched
 from .errors import DeferredInitializationError, ShapeError, UninitializedParameterError
 
 __all__ = ["Parameter", "Constant"]
 
 _GRAD_REQS = ("write", "add", "null")
-
-# Bumped whenever something that compiled programs bake in changes
-# (grad_req, dtype, identity of shared parameters); caches compare against it.
-_version = 0
-
-
-def bump_version() -> None:
-    """Invalidate every compiled program that depends on parameter metadata."""
-    global _version
-    _version += 1
-
-
-def current_version() -> int:
-    return _version
 
 
 def _normalize_shape(shape: Any) -> tuple[int, ...] | None:
@@ -49,7 +36,7 @@ def _shape_known(shape: tuple[int, ...] | None) -> bool:
     return shape is not None and all(d > 0 for d in shape)
 
 
-class Parameter:
+class Parameter(Watched):
     """A trainable (or state) array of a Block.
 
     Args:
@@ -129,7 +116,7 @@ class Parameter:
             self._grad_req = req
             if req == "null":
                 self._grad = None
-            bump_version()
+            self._changed()
 
     @property
     def differentiable(self) -> bool:
@@ -190,22 +177,24 @@ class Parameter:
         Raises DeferredInitializationError while the shape waits for the first
         forward, UninitializedParameterError before ``initialize()``.
         """
-        frame = functional.current()
-        if frame is not None:
-            value = frame.lookup(self)
-            if value is not None:
-                return value
-        if self._data is None:
-            if self._deferred is not None:
-                raise DeferredInitializationError(
-                    f"Parameter {self._name!r} has unknown shape {self._shape}; it is initialised "
-                    "at the first forward call of its block")
-            raise UninitializedParameterError(
-                f"Parameter {self._name!r} has not been initialized. Call .initialize() on the "
-                "parameter or on its block (e.g. net.initialize()) before using it")
-        if frame is not None:
-            frame.missing[self] = True
-        return self._data
+        ctx = _context.current()
+        frame = ctx.frame
+        value = frame.lookup(self) if frame is not None else None
+        if value is None:
+            value = self._data
+            if value is None:
+                if self._deferred is not None:
+                    raise DeferredInitializationError(
+                        f"Parameter {self._name!r} has unknown shape {self._shape}; it is initialised "
+                        "at the first forward call of its block")
+                raise UninitializedParameterError(
+                    f"Parameter {self._name!r} has not been initialized. Call .initialize() on the "
+                    "parameter or on its block (e.g. net.initialize()) before using it")
+            if frame is not None:
+                frame.missing[self] = True
+        if ctx.recording:
+            ctx.tape.read_param(self, value)
+        return value
 
     def list_data(self) -> list[jax.Array]:
         """Gluon compatibility: the data on every device (one device here)."""
@@ -213,16 +202,29 @@ class Parameter:
 
     def set_data(self, value: Any) -> None:
         """Replace the value. Shape must match (unknown dimensions are filled in); dtype is cast."""
-        frame = functional.current()
-        if frame is not None:
-            frame.store(self, value)
+        ctx = _context.current()
+        if ctx.frame is not None:
+            ctx.frame.store(self, value)
+            return
+        if isinstance(value, _lazy.LazyArray) and not value._tape.released:
+            self._check_shape(value.shape)
+            old, self._data = self._data, value.astype(self._dtype) if value.dtype != self._dtype else value
+            value._tape.write(("data", self), self._data, self._set_computed, replaces=old)
             return
         array = jnp.asarray(value, dtype=self._dtype)
-        if self._shape is not None and _shape_known(self._shape) and tuple(array.shape) != self._shape:
-            raise ShapeError(f"Parameter {self._name!r} expects shape {self._shape}, got {tuple(array.shape)}")
+        self._check_shape(array.shape)
         self.shape = tuple(array.shape)
         self._data = array
         self._deferred = None
+
+    def _check_shape(self, shape: tuple) -> None:
+        if self._shape is not None and _shape_known(self._shape) and tuple(shape) != self._shape:
+            raise ShapeError(f"Parameter {self._name!r} expects shape {self._shape}, got {tuple(shape)}")
+
+    def _set_computed(self, value: jax.Array) -> None:
+        """Store the computed value of a recorded write (if nothing replaced it since)."""
+        if isinstance(self._data, _lazy.LazyArray):
+            self._data = value
 
     def grad(self, device: Any = None) -> jax.Array:
         """The gradient written by ``autograd.backward`` (zeros until the first one).
@@ -266,9 +268,9 @@ class Parameter:
         self._grad = value
         self._grad_dropped = False
 
-    def _accumulate_grad(self, value: jax.Array) -> None:
-        """Write or add ``value`` according to grad_req and mark the gradient fresh."""
-        frame = functional.compile_frame()
+    def _accumulate_grad(self, value: jax.Array, tape: Any = None, frame: Any = None) -> None:
+        """Write or add ``value`` according to grad_req and mark the gradient fresh. ``value`` is
+        staged on ``tape`` (computed with the tape) or belongs to the whole-step ``frame``."""
         if frame is not None:
             if self._grad_req == "add":
                 value = frame.read(("grad", self), self._stored_grad) + value
@@ -276,11 +278,16 @@ class Parameter:
             frame.fresh[self] = True
             return
         if self._grad_req == "add" and self._grad is not None and not self._grad_dropped:
-            self._grad = self._grad + value
-        else:
-            self._grad = value
+            value = self._grad + value
+        self._grad = value
         self._grad_fresh = True
         self._grad_dropped = False
+        if tape is not None:
+            tape.write(("grad", self), value, self._set_computed_grad)
+
+    def _set_computed_grad(self, value: jax.Array) -> None:
+        if isinstance(self._grad, _lazy.LazyArray):
+            self._grad = value
 
     def _is_fresh(self) -> bool:
         """Whether backward wrote the gradient since the last optimizer step (trace-aware)."""
@@ -303,7 +310,7 @@ class Parameter:
             self._data = self._data.astype(self._dtype)
         if self._grad is not None:
             self._grad = self._grad.astype(self._dtype)
-        bump_version()
+        self._changed()
 
     def reset_device(self, device: Any) -> None:
         """Move the data (and gradient) to ``device`` (a ``jax.Device``)."""

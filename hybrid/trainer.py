@@ -4,19 +4,21 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import sys
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import functional
+from . import _lazy, functional
 from . import optimizer as _opt
 from . import serialization
 from .distributed.mesh import make_mesh
 from .distributed.placement import Placement, ShardingRules
 from .errors import StaleGradientError
-from .parameter import Parameter, current_version, unique_params
+from ._watch import watch
+from .parameter import Parameter, unique_params
 
 __all__ = ["Trainer"]
 
@@ -71,7 +73,8 @@ class Trainer:
         self._scale = self._optimizer.rescale_grad
         self._states: dict[Parameter, tuple] = {}
         self._programs: dict[tuple, Callable] = {}
-        self._trainable_cache: tuple[int, list[Parameter]] = (-1, [])
+        self._trainable_cache: list[Parameter] | None = None
+        watch(self, self._params)
         self._placement: Placement | None = None
         if devices is not None and mesh is not None:
             raise ValueError("Trainer: give devices or mesh, not both")
@@ -96,11 +99,15 @@ class Trainer:
         """Change the learning rate (takes effect at the next step, without recompiling)."""
         self._optimizer.set_learning_rate(lr)
 
+    def invalidate(self) -> None:
+        """A parameter's grad_req or dtype changed: recompute the trainable set and programs."""
+        self._trainable_cache = None
+        self._programs = {}
+
     def _trainable(self) -> list[Parameter]:
-        version, params = self._trainable_cache
-        if version != current_version():
-            params = [p for p in self._params if p.grad_req != "null"]
-            self._trainable_cache = (current_version(), params)
+        params = self._trainable_cache
+        if params is None:
+            params = self._trainable_cache = [p for p in self._params if p.grad_req != "null"]
         return params
 
     def allreduce_grads(self) -> None:
@@ -147,13 +154,49 @@ class Trainer:
         if frame is not None:
             self._update_in_trace(frame, program, active, rescale)
             return
+        grads = list(map(_GRAD, active))
+        tape = next((g._tape for g in grads if isinstance(g, _lazy.LazyArray) and not g._tape.released), None)
+        if tape is not None:
+            self._update_recorded(tape, program, active, grads, rescale)
+            return
         lr = self._next_learning_rate()
         states = [self._states.get(p) or self._state(p) for p in active]
-        new_weights, new_states = program(list(map(_DATA, active)), list(map(_GRAD, active)), states, lr, rescale)
+        weights = list(map(_DATA, active))
+        # reuse the old weights' buffers unless someone besides the parameter holds one
+        # (references: the parameter, `weights`, getrefcount's argument)
+        donate = all(sys.getrefcount(w) <= 3 for w in weights)
+        new_weights, new_states = program[0 if donate else 1](weights, grads, states, lr, rescale)
+        del weights, grads
         for param, weight, state in zip(active, new_weights, new_states):
             param._data = weight
             param._grad_fresh = False
             self._states[param] = state
+
+    def _update_recorded(self, tape: _lazy.Tape, program: tuple, active: list[Parameter], grads: list,
+                         rescale: np.float32) -> None:
+        """The update staged on the recording that computed the gradients, then the whole step run
+        as one program (old weights and states donated where nothing else holds them)."""
+        lr = self._next_learning_rate()
+        states = [self._states.get(p) or self._state(p) for p in active]
+        weights = list(map(_DATA, active))
+        with _lazy.recording_trace(tape):
+            new_weights, new_states = program[2](weights, grads, states, lr, rescale)
+        del grads
+        for param, weight, old, state, old_state in zip(active, new_weights, weights, new_states, states):
+            param._data = weight
+            tape.write(("data", param), weight, param._set_computed, replaces=old)
+            self._states[param] = tuple(state)
+            for j, (leaf, old_leaf) in enumerate(zip(state, old_state)):
+                tape.write(("state", param, j), leaf, functools.partial(self._set_state_leaf, param, j),
+                           replaces=old_leaf)
+            param._grad_fresh = False
+        del weights, states, old, old_state, new_weights, new_states, state, weight
+        tape.materialize(final=True)
+
+    def _set_state_leaf(self, param: Parameter, index: int, value: Any) -> None:
+        state = list(self._states[param])
+        state[index] = value
+        self._states[param] = tuple(state)
 
     def _next_learning_rate(self) -> np.float32:
         """Count one update and return its learning rate (run on the host before every update)."""
@@ -169,7 +212,7 @@ class Trainer:
         states = [frame.read(key, getter) for key, getter in zip(keys, getters)]
         weights = [p.data() for p in active]
         grads = [p.grad() for p in active]
-        new_weights, new_states = program(weights, grads, states, lr, rescale)
+        new_weights, new_states = program[2](weights, grads, states, lr, rescale)
         for param, key, getter, weight, state in zip(active, keys, getters, new_weights, new_states):
             param.set_data(weight)
             frame.write(key, getter, functools.partial(self._states.__setitem__, param), state)
@@ -185,7 +228,9 @@ class Trainer:
                 self._states[param] = state
         return state
 
-    def _program(self, params: Sequence[Parameter]) -> Callable:
+    def _program(self, params: Sequence[Parameter]) -> tuple[Callable, Callable, Callable]:
+        """The update as jitted programs: donating weights and states, donating states only, and
+        donating nothing (for staging on a recording)."""
         opt = self._optimizer
         lr_mults = tuple(map(_LR_MULT, params))
         wd_mults = tuple(map(_WD_MULT, params))
@@ -203,7 +248,9 @@ class Trainer:
             placed = {}
             if self._placement is not None:  # weights keep their sharding; states follow them
                 placed["out_shardings"] = ([self._placement.shardings[p] for p in params], None)
-            program = self._programs[key] = jax.jit(update, donate_argnums=(0, 2), **placed)
+            program = self._programs[key] = (jax.jit(update, donate_argnums=(0, 2), **placed),
+                                              jax.jit(update, donate_argnums=(2,), **placed),
+                                              jax.jit(update, **placed))
         return program
 
     # -- persistence ---------------------------------------------------------------------

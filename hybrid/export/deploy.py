@@ -38,7 +38,7 @@ def export_deployment(block: Any, path: str | os.PathLike, *example_inputs: Any,
     values = {p: p._data for p in params}
 
     def forward(*inputs: Any) -> Any:
-        with functional.frame(values, kind="trace"):
+        with functional.frame(values, frame_type=functional.TraceFrame):
             return block(*inputs)
 
     batch = jax.export.symbolic_shape("b") if dynamic_batch else None

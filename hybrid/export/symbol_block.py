@@ -21,7 +21,7 @@ from ..block import HybridBlock
 from ..errors import ShapeError
 from ..graph.ir import Graph, Value
 from ..graph.lower import evaluate_node
-from ..parameter import Parameter, bump_version
+from ..parameter import Parameter
 from .builder import build_graph
 from .graph_json import GraphDoc, check_graph
 from .symbol_json import RNG_INPUTS, ParamSpec, SymbolFile, decode_symbol, read_symbol_file
@@ -34,7 +34,7 @@ def draw_rng() -> tuple[Any, Any]:
     top-level CachedOp call draws them (so an imported graph draws the same dropout masks as the
     original hybridized block), or derived from the key of the enclosing trace."""
     frame = functional.current()
-    if frame is None or (frame.kind == "functional" and frame.key is None):
+    if frame is None or (frame.key is None and not frame.inline_hybridized and not frame.whole_step):
         return _random.base_key(), _random.next_counter()
     return frame.next_key(), np.uint32(0)
 
@@ -151,7 +151,7 @@ class SymbolBlock(HybridBlock):
                 if value is not None:
                     param.set_data(value)
             self._reg_params[spec.name] = param
-        bump_version()
+        self._changed()
 
     @classmethod
     def _create(cls, program: Any, specs: list[ParamSpec]) -> "SymbolBlock":

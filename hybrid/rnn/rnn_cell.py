@@ -5,9 +5,9 @@ from typing import Any, Callable
 
 import jax.numpy as jnp
 
-from .. import autograd, functional
+from .. import autograd
 from .. import random as _random
-from ..block import Block, HybridBlock
+from ..block import HybridBlock
 from ..errors import ShapeError
 from ..graph import layer_ops
 from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
@@ -76,9 +76,6 @@ class HybridRecurrentCell(HybridBlock):
             steps = inputs.shape[layout.find("T")]
         if steps != length:
             raise ShapeError(f"{name}.unroll: length is {length} but the inputs hold {steps} time steps")
-        frame = functional.current()
-        if autograd.is_recording() and (frame is None or frame.kind == "compile"):  # block calls are taped
-            return _Unrolled(self)(inputs, begin_state, layout=layout, merge_outputs=merge_outputs)
         return self._unroll(inputs, begin_state, layout, merge_outputs)
 
     def _unroll(self, inputs: Any, begin_state: list | None, layout: str, merge_outputs: bool | None):
@@ -90,19 +87,6 @@ class HybridRecurrentCell(HybridBlock):
             out, states = self(step, states)
             outputs.append(out)
         return _merged(outputs, inputs, layout, merge_outputs), states
-
-
-class _Unrolled(Block):
-    """A cell's unroll as one block call, so that a recorded unroll (including the merge of its
-    outputs) is one node on the autograd tape."""
-
-    def __init__(self, cell: HybridRecurrentCell):
-        super().__init__()
-        # not register_child: the cell keeps its scope name and compiled programs stay valid
-        self._children["cell"] = cell
-
-    def forward(self, inputs, begin_state, layout, merge_outputs):
-        return self._children["cell"]._unroll(inputs, begin_state, layout, merge_outputs)
 
 
 class _GatedCell(HybridRecurrentCell):

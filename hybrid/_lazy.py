@@ -1,0 +1,627 @@
+"""Lazy recording of JAX computations: the one module that uses JAX internals (``jax._src``).
+
+Inside ``autograd.record()`` every JAX operation on a recorded value (a block output, a
+``jax.numpy`` call, an operator, ``p.data()``) is *staged* on a :class:`Tape` instead of being
+run: the result is a :class:`LazyArray`, a JAX tracer that knows its shape and dtype.
+The tape is compiled and run as one XLA program when Python needs a value (``float``,
+``print``, ``np.asarray``, ``if``, any use outside ``record()``) or at the step boundary
+(``trainer.step``), so forward, loss, backward and update of a step become one program.
+Compiled programs are cached by a structural key built while recording (operation and
+parameters, input shapes and dtypes, which value feeds which), never by hashing a jaxpr.
+
+Gradients are nodes of the tape too (:meth:`Tape.grad`): replaying the tape differentiates
+the prefix that precedes each gradient node with ``jax.vjp``, which also gives gradients
+of gradients (``create_graph``).
+
+A ``LazyArray`` behaves as a concrete array: its value is computed on first need and kept,
+and JAX operations on it outside the recording scope use that value.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+from jax._src import core
+from jax._src import linear_util as lu
+
+from .errors import AutogradError
+
+__all__ = ["LazyArray", "Tape", "is_lazy", "concrete", "check_jax_version", "SUPPORTED_JAX"]
+
+log = logging.getLogger("hybrid.lazy")
+
+# The JAX versions whose internals (Trace, Tracer, custom_jvp/vjp staging) this module was
+# written and tested against. Outside this range importing hybrid fails loudly.
+SUPPORTED_JAX = ((0, 7, 0), (0, 11, 0))
+
+
+def check_jax_version(version: str = jax.__version__) -> None:
+    """Raise ImportError when ``version`` is outside :data:`SUPPORTED_JAX` (lower inclusive)."""
+    parts = tuple(int("".join(c for c in p if c.isdigit()) or 0) for p in version.split(".")[:3])
+    low, high = SUPPORTED_JAX
+    if not (low <= parts < high):
+        raise ImportError(f"hybrid's recording of imperative code supports jax >= {'.'.join(map(str, low))} and "
+                          f"< {'.'.join(map(str, high))}; jax {version} is installed. Install a supported jax "
+                          "(pip install 'jax>=0.7,<0.11').")
+
+
+check_jax_version()
+
+
+def _force(tracer: "LazyArray") -> Any:
+    value = tracer._value
+    if value is None:
+        tracer._tape.materialize()
+        value = tracer._value
+    return value
+
+
+class LazyArray(core.Tracer):
+    """A recorded value: shape and dtype now, the data when first needed."""
+
+    __slots__ = ("_tape", "_slot", "_value")
+
+    def __init__(self, trace: "LazyTrace", aval: Any, slot: int):
+        super().__init__(trace, aval)
+        self._tape = trace.tape
+        self._slot = slot
+        self._value = None
+
+    # the value, computed on demand -----------------------------------------------------
+    def full_lower(self):
+        # JAX calls this when an operation runs outside the recording trace: use the value.
+        return _force(self)
+
+    @property
+    def dimension_as_value(self):
+        # A staging trace (jit, make_jaxpr) that meets a recorded value asks this hook, whose
+        # result it uses instead: the value, computed under that trace's parent.
+        return self._lower_for_staging
+
+    def _lower_for_staging(self):
+        return _force(self)
+
+    def to_concrete_value(self):
+        return self._value  # only once computed: JAX asks this on hot paths
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(_force(self), dtype=dtype)
+
+    def __bool__(self):
+        return bool(_force(self))
+
+    def __int__(self):
+        return int(_force(self))
+
+    def __float__(self):
+        return float(_force(self))
+
+    def __complex__(self):
+        return complex(_force(self))
+
+    def __index__(self):
+        return _force(self).__index__()
+
+    def __hex__(self):
+        return hex(_force(self))
+
+    def __oct__(self):
+        return oct(_force(self))
+
+    def __repr__(self):
+        return repr(_force(self))
+
+    def __str__(self):
+        return str(_force(self))
+
+    def __format__(self, spec):
+        return format(_force(self), spec)
+
+    def __reduce__(self):
+        return _force(self).__reduce__()
+
+    def __dlpack__(self, *args, **kwargs):
+        return _force(self).__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return _force(self).__dlpack_device__()
+
+    def item(self, *args):
+        return _force(self).item(*args)
+
+    def tolist(self):
+        return _force(self).tolist()
+
+    def tobytes(self, order="C"):
+        return _force(self).tobytes(order)
+
+    def block_until_ready(self):
+        _force(self).block_until_ready()
+        return self
+
+    def copy_to_host_async(self):
+        _force(self).copy_to_host_async()
+
+    def is_deleted(self):
+        return False
+
+    @property
+    def sharding(self):
+        return _force(self).sharding
+
+    @property
+    def device(self):
+        return _force(self).device
+
+    def devices(self):
+        return _force(self).devices()
+
+    @property
+    def committed(self):
+        return _force(self).committed
+
+    @property
+    def addressable_shards(self):
+        return _force(self).addressable_shards
+
+    @property
+    def is_fully_replicated(self):
+        return _force(self).is_fully_replicated
+
+    @property
+    def nbytes(self):
+        return self.aval.size * self.aval.dtype.itemsize
+
+
+def is_lazy(x: Any) -> bool:
+    return isinstance(x, LazyArray)
+
+
+def concrete(x: Any) -> Any:
+    """The value of ``x`` as an ordinary array (computing the tape if needed); other values unchanged."""
+    return _force(x) if isinstance(x, LazyArray) else x
+
+
+# -- nodes -------------------------------------------------------------------------------
+class _Node:
+    """One staged operation: ``run(trace_env_values) -> outputs`` on the slots ``inputs``."""
+
+    __slots__ = ("kind", "op", "params", "inputs", "outputs")
+
+    def __init__(self, kind: str, op: Any, params: Any, inputs: tuple, outputs: tuple):
+        self.kind, self.op, self.params, self.inputs, self.outputs = kind, op, params, inputs, outputs
+
+
+_ABSTRACT: dict = {}
+
+
+def _params_key(params: dict) -> Any:
+    try:
+        key = tuple(params.items())
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+def _out_avals(prim: core.Primitive, avals: tuple, params: dict, pkey: Any) -> tuple[list, bool]:
+    key = (prim, pkey, avals) if pkey is not None else None
+    hit = _ABSTRACT.get(key) if key is not None else None
+    if hit is None:
+        out, effects = prim.abstract_eval(*avals, **params)
+        multiple = prim.multiple_results
+        hit = (list(out) if multiple else [out], bool(effects))
+        if key is not None:
+            if len(_ABSTRACT) > 4096:
+                _ABSTRACT.clear()
+            _ABSTRACT[key] = hit
+    return hit
+
+
+def _fun_key(fun: lu.WrappedFun) -> Any:
+    """A structural key of a WrappedFun: the function and the arguments of its transforms, leaving
+    out the per-call output stores (and the thunks that read them)."""
+    parts = [fun.f]
+    for gen, args in fun.transforms:
+        items = []
+        for a in args:
+            if isinstance(a, (lu.Store, lu.EqualStore)) or getattr(a, "__module__", None) == lu.__name__:
+                items.append("store")
+                continue
+            try:
+                hash(a)
+                items.append(a)
+            except TypeError:
+                items.append(_Unhashable())
+        parts.append((gen, tuple(items)))
+    return tuple(parts)
+
+
+class _Unhashable:
+    """A key part equal to nothing else, so that a program using it is never reused."""
+
+    __slots__ = ()
+
+
+class LazyTrace(core.Trace):
+    """The JAX trace of a recording scope: stages every operation on the tape."""
+
+    __slots__ = ("tape",)
+
+    def __init__(self, tape: "Tape"):
+        super().__init__()
+        self.tape = tape
+        self.requires_low = False
+
+    def stage_value(self, val):
+        return self.tape.input(val)
+
+    def process_primitive(self, prim, tracers, params, /):
+        return self.tape.prim(prim, tracers, params)
+
+    def process_call(self, prim, f, tracers, params, /):
+        return f.call_wrapped(*tracers)
+
+    def process_custom_jvp_call(self, prim, fun, jvp, tracers, /, *, symbolic_zeros):
+        return self.tape.region(prim, fun, tracers, (jvp,), dict(symbolic_zeros=symbolic_zeros),
+                                (_fun_key(jvp), symbolic_zeros))
+
+    def process_custom_vjp_call(self, prim, fun, fwd, bwd, tracers, /, *, out_trees, symbolic_zeros):
+        return self.tape.region(prim, fun, tracers, (fwd, bwd),
+                                dict(out_trees=out_trees, symbolic_zeros=symbolic_zeros),
+                                (_fun_key(fwd), _fun_key(bwd), symbolic_zeros))
+
+    def cur_qdd(self, x):
+        return None
+
+
+# -- programs ------------------------------------------------------------------------------
+_PROGRAMS: "OrderedDict[tuple, Callable]" = OrderedDict()
+_PROGRAMS_BY_TOKEN: dict[int, set] = {}
+MAX_PROGRAMS = 256
+
+
+def forget_token(token: int) -> None:
+    """Release every cached program that calls the function registered under ``token``."""
+    for key in _PROGRAMS_BY_TOKEN.pop(token, ()):
+        _PROGRAMS.pop(key, None)
+
+
+def cached_programs() -> int:
+    """How many tape programs are compiled and cached."""
+    return len(_PROGRAMS)
+
+
+class Stats:
+    """Counters of compiles and flushes (``hybrid.autograd.stats``), for tests and the debug log."""
+
+    compiles = 0
+    flushes = 0
+
+
+def _evaluate(nodes: Sequence[_Node], env: list, stop: int | None = None, override: dict | None = None) -> None:
+    """Run ``nodes[:stop]`` on ``env`` (a list indexed by slot), replacing the values in ``override``."""
+    for index, node in enumerate(nodes if stop is None else nodes[:stop]):
+        kind = node.kind
+        if kind == "grad":
+            outs = _run_grad(nodes, index, node, env)
+        else:
+            args = [env[s] for s in node.inputs]
+            if kind == "prim":
+                out = node.op.bind(*args, **node.params)
+                outs = out if node.op.multiple_results else (out,)
+            elif kind == "call":
+                outs = node.op(*args)
+            else:  # "region"
+                outs = _run_region(node, args, env)
+        for slot, value in zip(node.outputs, outs):
+            env[slot] = override[slot] if override and slot in override else value
+
+
+def _run_region(node: _Node, args: list, env: list) -> list:
+    """A custom_jvp/custom_vjp call: the recorded primal replayed under its primitive and rules."""
+    inner, in_slots, out_slots = node.params["region"]
+
+    def replay(*values):
+        local = list(env)
+        for slot, value in zip(in_slots, values):
+            local[slot] = value
+        _evaluate(inner, local)
+        return [local[s] for s in out_slots]
+
+    fun = lu.wrap_init(replay, debug_info=node.params["debug_info"])
+    return node.op.bind(*args, subfuns=(fun, *node.params["rules"]), **node.params["bind"])
+
+
+def _run_grad(nodes: Sequence[_Node], index: int, node: _Node, env: list) -> list:
+    """Gradients of the heads with respect to ``wrt``: the nodes before this one replayed under jax.vjp."""
+    heads, head_grads, wrt, create_graph = node.params
+
+    def prefix(wrt_values):
+        local = list(env)
+        override = dict(zip(wrt, wrt_values))
+        for slot, value in override.items():
+            local[slot] = value  # inputs of the tape; node outputs are replaced when produced
+        _evaluate(nodes, local, index, override)
+        return [local[h] for h in heads], local
+
+    outs, vjp_fn, local = jax.vjp(prefix, [env[s] for s in wrt], has_aux=True)
+    env[:] = local  # the primal values computed under vjp serve the rest of the program
+    cts = [jax.numpy.ones(o.shape, o.dtype) if g is None else env[g] for o, g in zip(outs, head_grads)]
+    (grads,) = vjp_fn(cts)
+    if not create_graph:
+        grads = [jax.lax.stop_gradient(g) for g in grads]
+    return grads
+
+
+# -- the tape ------------------------------------------------------------------------------
+class Tape:
+    """The staged computation of one recording: inputs, nodes, live values, pending writes.
+
+    Slots number every value: tape inputs (arrays from outside) and node outputs alike.
+    ``key`` grows with each input and node, so equal keys mean equal computations.
+    """
+
+    def __init__(self, parent_trace: Any):
+        self.parent = parent_trace
+        self.trace = LazyTrace(self)
+        self.nodes: list[_Node] = []
+        self.avals: list = []
+        self.key: list = []
+        self.input_slots: list[int] = []
+        self.input_values: list = []
+        self.input_ids: dict[int, int] = {}   # id(array) -> slot (the arrays are kept alive)
+        self.held: list = []
+        self.live: dict[int, Any] = {}        # slot -> weakref to the LazyArray standing for it
+        self.writes: dict[Any, tuple] = {}    # cell -> (slot, setter)
+        self.replaced: dict[int, Any] = {}    # input slot -> cell whose write may reuse its buffer
+        self.param_slots: dict[Any, int] = {}  # Parameter -> slot of the value read while recording
+        self.tokens: set[int] = set()
+        self.cacheable = True
+        self.released = False
+        self.differentiated = False
+
+    # recording ---------------------------------------------------------------------------
+    def input(self, value: Any) -> int:
+        """The slot of an array from outside the tape (one slot per array object)."""
+        slot = self.input_ids.get(id(value))
+        if slot is not None:
+            return slot
+        held = value
+        if isinstance(value, LazyArray):  # a value of an earlier tape: use its data
+            value = _force(value)
+            self.input_ids[id(held)] = len(self.avals)
+            self.held.append(held)  # keeps id(held) unique while the tape lives
+        slot = len(self.avals)
+        aval = core.typeof(value)
+        self.avals.append(aval)
+        self.input_slots.append(slot)
+        self.input_values.append(value)
+        self.input_ids[id(value)] = slot
+        self.key.append(("in", aval))
+        return slot
+
+    def read_param(self, param: Any, value: Any) -> None:
+        """Note that ``value`` stands for ``param`` on this tape (for ``backward``)."""
+        if param not in self.param_slots:
+            self.param_slots[param] = self.slot_of(value)
+
+    def read_params(self, params: Sequence, values: Sequence) -> None:
+        """:meth:`read_param` for many parameters."""
+        known = self.param_slots
+        for param, value in zip(params, values):
+            if param not in known:
+                known[param] = self.slot_of(value)
+
+    def slot_of(self, value: Any) -> int:
+        if isinstance(value, LazyArray) and value._tape is self:
+            return value._slot
+        return self.input(value)
+
+    def lazy(self, slot: int) -> LazyArray:
+        ref = self.live.get(slot)
+        tracer = ref() if ref is not None else None
+        if tracer is None:
+            tracer = LazyArray(self.trace, self.avals[slot], slot)
+            self.live[slot] = weakref.ref(tracer)
+        return tracer
+
+    def _check_open(self) -> None:
+        if self.released:
+            raise AutogradError("this recording ended at the last trainer.step() (or backward() without "
+                                "retain_graph=True); start a new `with autograd.record():` scope")
+
+    def add(self, kind: str, op: Any, params: Any, in_slots: Sequence[int], out_avals: Sequence,
+            op_key: Any) -> list[LazyArray]:
+        """Stage one node; returns a LazyArray per output."""
+        self._check_open()
+        first = len(self.avals)
+        self.avals.extend(out_avals)
+        outputs = tuple(range(first, first + len(out_avals)))
+        self.nodes.append(_Node(kind, op, params, tuple(in_slots), outputs))
+        self.key.append((op_key, tuple(in_slots)))
+        return [self.lazy(s) for s in outputs]
+
+    def prim(self, prim: core.Primitive, args: Sequence, params: dict) -> Any:
+        slots = [self.slot_of(t) for t in args]
+        avals = tuple(self.avals[s] for s in slots)
+        pkey = _params_key(params)
+        if pkey is None:
+            self.cacheable = False
+        out_avals, _ = _out_avals(prim, avals, params, pkey)
+        outs = self.add("prim", prim, params, slots, out_avals, (prim, pkey))
+        return outs if prim.multiple_results else outs[0]
+
+    def call(self, fn: Callable, key: Any, args: Sequence, out_avals: Sequence, token: int | None = None
+             ) -> list[LazyArray]:
+        """Stage ``fn(*args) -> list of arrays``, a pure function identified by the hashable ``key``.
+        ``token`` names what the function depends on (see :func:`forget_token`)."""
+        if token is not None:
+            self.tokens.add(token)
+        return self.add("call", fn, None, [self.slot_of(a) for a in args], out_avals, ("call", key))
+
+    def region(self, prim: core.Primitive, fun: lu.WrappedFun, tracers: Sequence, rules: tuple, bind: dict,
+               rule_key: Any) -> list[LazyArray]:
+        """Stage a custom_jvp/custom_vjp call: its primal function is recorded as a sub-tape that is
+        replayed under ``prim`` with the original rules, so that its derivative rules hold."""
+        in_slots = [self.slot_of(t) for t in tracers]
+        node_start, key_start = len(self.nodes), len(self.key)
+        with core.set_current_trace(self.trace):
+            outs = fun.call_wrapped(*tracers)
+        out_slots = [self.slot_of(o) for o in outs]
+        inner = self.nodes[node_start:]
+        inner_key = tuple(self.key[key_start:])
+        del self.nodes[node_start:], self.key[key_start:]
+        params = dict(region=(inner, in_slots, out_slots), rules=rules, bind=bind, debug_info=fun.debug_info)
+        out_avals = [self.avals[s] for s in out_slots]
+        return self.add("region", prim, params, in_slots, out_avals,
+                        ("region", prim, rule_key, inner_key, tuple(out_slots)))
+
+    def grad(self, heads: Sequence, head_grads: Sequence, wrt_slots: Sequence[int], create_graph: bool
+             ) -> list[LazyArray]:
+        """Stage the gradients of ``sum(head * head_grad)`` with respect to the values in ``wrt_slots``."""
+        head_slots = [self.slot_of(h) for h in heads]
+        grad_slots = [None if g is None else self.slot_of(g) for g in head_grads]
+        wrt_slots = list(wrt_slots)
+        ins = [s for s in head_slots + grad_slots if s is not None]
+        return self.add("grad", None, (head_slots, grad_slots, wrt_slots, create_graph), ins,
+                        [self.avals[s] for s in wrt_slots],
+                        ("grad", tuple(head_slots), tuple(grad_slots), tuple(wrt_slots), create_graph))
+
+    def write(self, cell: Any, value: Any, setter: Callable[[Any], None], replaces: Any = None) -> None:
+        """Call ``setter(value's data)`` at the next materialisation. ``replaces`` is the array the
+        cell held; at the step boundary its buffer is reused when nothing else holds it."""
+        self.writes[cell] = (self.slot_of(value), setter)
+        if replaces is not None:
+            old = self.input_ids.get(id(replaces))
+            if old is not None:
+                self.replaced[old] = cell
+
+    def depends_on(self, heads: Sequence[int]) -> set[int]:
+        """The slots (inputs and node outputs) that the slots ``heads`` are computed from."""
+        needed = set(heads)
+        for node in reversed(self.nodes):
+            if needed.intersection(node.outputs):
+                needed.update(node.inputs)
+                if node.kind == "grad":
+                    needed.update(node.params[2])
+        return needed
+
+    # running -------------------------------------------------------------------------------
+    def materialize(self, final: bool = False) -> None:
+        """Compute every value still needed (live LazyArrays, pending writes) in one program.
+
+        ``final`` ends the recording (the step boundary): inputs whose cells are overwritten
+        and that nothing else holds are donated, and no node can be added afterwards."""
+        if self.released:
+            return
+        out_slots = [s for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]
+        write_cells = list(self.writes)
+        write_slots = [self.writes[c][0] for c in write_cells]
+        if out_slots or write_cells:
+            self._run(out_slots, write_cells, write_slots, self._donation(write_cells) if final else ())
+        if final:
+            self.release()
+
+    def release(self) -> None:
+        """Drop the recording; values already computed stay with their LazyArrays."""
+        self.released = True
+        self.nodes, self.input_values, self.input_ids, self.live, self.held = [], [], {}, {}, []
+
+    def _run(self, out_slots: list, write_cells: list, write_slots: list, donate: tuple) -> None:
+        key = (tuple(self.key), tuple(out_slots), tuple(write_slots), donate)
+        program = _PROGRAMS.get(key) if self.cacheable else None
+        if program is None:
+            program = self._compile(key, out_slots + write_slots, donate)
+        else:
+            _PROGRAMS.move_to_end(key)
+        Stats.flushes += 1
+        values = self.input_values
+        if donate:
+            chosen = set(donate)
+            given = [values[i] for i in donate]
+            kept = [v for i, v in enumerate(values) if i not in chosen]
+        else:
+            given, kept = [], values
+        with core.set_current_trace(self.parent):
+            results = program(given, kept)
+        del given
+        n = len(out_slots)
+        live = self.live
+        for slot, value in zip(out_slots, results[:n]):
+            tracer = live[slot]()
+            if tracer is not None:
+                tracer._value = value
+        writes, self.writes, self.replaced = self.writes, {}, {}
+        for cell, value in zip(write_cells, results[n:]):
+            writes[cell][1](value)
+
+    def _donation(self, write_cells: list) -> tuple[int, ...]:
+        """Positions (in the input list) of inputs that only the tape and a cell being overwritten hold."""
+        if not self.replaced or self.parent is not core.eval_trace:
+            return ()
+        writing = set(write_cells)
+        position = {s: i for i, s in enumerate(self.input_slots)}
+        chosen = []
+        for slot, cell in self.replaced.items():
+            if cell in writing:
+                value = self.input_values[position[slot]]
+                # holders: the input list, the cell, getrefcount's argument and `value`
+                if isinstance(value, jax.Array) and sys.getrefcount(value) <= 4:
+                    chosen.append(position[slot])
+        return tuple(sorted(chosen))
+
+    def _compile(self, key: tuple, outputs: list[int], donate: tuple[int, ...]) -> Callable:
+        nodes, n_slots = list(self.nodes), len(self.avals)
+        chosen = set(donate)
+        donated_slots = [self.input_slots[i] for i in donate]
+        kept_slots = [s for i, s in enumerate(self.input_slots) if i not in chosen]
+
+        def run(given, kept):
+            env = [None] * n_slots
+            for slot, value in zip(donated_slots, given):
+                env[slot] = value
+            for slot, value in zip(kept_slots, kept):
+                env[slot] = value
+            _evaluate(nodes, env)
+            return [env[s] for s in outputs]
+
+        program = jax.jit(run, donate_argnums=(0,) if donate else ())
+        Stats.compiles += 1
+        log.debug("compiling a recorded program: %d inputs, %d nodes, %d outputs, %d donated%s",
+                  len(self.input_slots), len(nodes), len(outputs), len(donate),
+                  "" if self.cacheable else " (not cached: an operation has unhashable parameters)")
+        if self.cacheable:
+            _PROGRAMS[key] = program
+            for token in self.tokens:
+                _PROGRAMS_BY_TOKEN.setdefault(token, set()).add(key)
+            while len(_PROGRAMS) > MAX_PROGRAMS:
+                old, _ = _PROGRAMS.popitem(last=False)
+                for keys in _PROGRAMS_BY_TOKEN.values():
+                    keys.discard(old)
+        return program
+
+
+def recording_trace(tape: Tape) -> Any:
+    """Context manager making ``tape``'s trace the current JAX trace."""
+    return core.set_current_trace(tape.trace)
+
+
+def parent_trace(tape: Tape) -> Any:
+    """Context manager making the trace that was current when ``tape`` started current again."""
+    return core.set_current_trace(tape.parent)
+
+
+def current_trace() -> Any:
+    """JAX's current trace (the eval trace outside any transformation)."""
+    return core.trace_ctx.trace
+
+
+def set_trace(trace: Any) -> None:
+    """Make ``trace`` JAX's current trace (None: the eval trace), without restoring it later."""
+    core.trace_ctx.set_trace(trace if trace is not None else core.eval_trace)

@@ -1,0 +1,38 @@
+"""Scoped invalidation: compiled things watch the blocks and parameters they were built from.
+
+A :class:`Watched` object (Block, Parameter) keeps weak references to its watchers (a
+block's compiled-call cache, a ``hybrid.compile`` step, a Trainer). A structural change
+(a child added, a parameter replaced, ``cast``, a new ``grad_req``, new hybridize options)
+calls ``invalidate()`` on exactly those watchers; nothing else is ever invalidated.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Iterable
+
+__all__ = ["Watched", "watch"]
+
+
+class Watched:
+    """Mixin: ``_changed()`` invalidates every registered watcher."""
+
+    __slots__ = ()
+
+    def _watchers(self) -> "weakref.WeakSet":
+        watchers = self.__dict__.get("_watcher_set")
+        if watchers is None:
+            watchers = weakref.WeakSet()
+            object.__setattr__(self, "_watcher_set", watchers)
+        return watchers
+
+    def _changed(self) -> None:
+        watchers = self.__dict__.get("_watcher_set")
+        if watchers:
+            for watcher in list(watchers):
+                watcher.invalidate()
+
+
+def watch(watcher: Any, objects: Iterable[Watched]) -> None:
+    """Make ``watcher.invalidate()`` run when any of ``objects`` changes."""
+    for obj in objects:
+        obj._watchers().add(watcher)
