@@ -1,0 +1,603 @@
+"""Recording everything inside ``autograd.record()`` (hybrid/_lazy.py).
+
+Every expected value is computed with plain JAX (``jax.grad`` of the same math written
+with the parameter values read from ``p.data()``) or NumPy, never with hybrid itself.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import hybrid
+from hybrid import Block, HybridBlock, Parameter, Trainer, autograd, init, loss, nn
+from hybrid.errors import AutogradError
+
+from conftest import assert_close
+
+HYBRID = pytest.mark.parametrize("hybridize", [False, True], ids=["eager", "hybridized"])
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+# -- helpers ----------------------------------------------------------------------------
+def make_mlp(hybridize, in_units=4, hidden=5, out=3, act="tanh"):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(hidden, activation=act, in_units=in_units), nn.Dense(out, in_units=hidden))
+    net.initialize(init.Xavier())
+    if hybridize:
+        net.hybridize()
+    return net
+
+
+def values_of(net):
+    """The parameters' values as NumPy copies, in collect_params() order."""
+    return [np.array(p.data()) for p in net.collect_params().values()]
+
+
+def ref_mlp(vals, x):
+    """Plain-JAX version of make_mlp(..., act='tanh') (Dense: x @ W.T + b)."""
+    w0, b0, w1, b1 = vals
+    return jnp.tanh(x @ w0.T + b0) @ w1.T + b1
+
+
+def ref_softmax_ce(out, y):
+    return -jnp.take_along_axis(jax.nn.log_softmax(out, axis=-1), y[:, None], axis=-1)[:, 0]
+
+
+def squared_loss(y_hat, y):
+    """d2l's squared loss."""
+    return (y_hat - y.reshape(y_hat.shape)) ** 2 / 2
+
+
+def assert_grads(net, expected, **tol):
+    for (name, p), g in zip(net.collect_params().items(), expected):
+        assert_close(p.grad(), g, **(tol or TOL))
+
+
+@pytest.fixture
+def data(rng):
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    labels = rng.integers(0, 3, size=(6,)).astype(np.int32)
+    targets = rng.standard_normal((6, 3)).astype(np.float32)
+    return x, labels, targets
+
+
+# -- 1. gradients of recorded JAX code equal jax.grad ---------------------------------------
+COEF = np.linspace(-1.0, 1.0, 18, dtype=np.float32).reshape(6, 3)
+
+CASES = {
+    # name: (hybrid head(net, x, labels, targets), plain-JAX scalar ref(vals, x, labels, targets))
+    "softmax_ce_mean": (lambda net, x, y, t: loss.SoftmaxCELoss()(net(x), y).mean(),
+                        lambda v, x, y, t: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y))),
+    "jnp_mean_of_l2loss": (lambda net, x, y, t: jnp.mean(loss.L2Loss()(net(x), t)),
+                           lambda v, x, y, t: jnp.mean(0.5 * jnp.mean((ref_mlp(v, x) - t) ** 2, axis=1))),
+    "square_sum": (lambda net, x, y, t: (net(x) ** 2).sum(),
+                   lambda v, x, y, t: jnp.sum(ref_mlp(v, x) ** 2)),
+    "two_calls_added": (lambda net, x, y, t: net(x) + net(x),
+                        lambda v, x, y, t: jnp.sum(2 * ref_mlp(v, x))),
+    "indexing": (lambda net, x, y, t: net(x)[:, 0],
+                 lambda v, x, y, t: jnp.sum(ref_mlp(v, x)[:, 0])),
+    "d2l_squared_loss": (lambda net, x, y, t: squared_loss(net(x), t.reshape(-1)),
+                         lambda v, x, y, t: jnp.sum((ref_mlp(v, x) - t) ** 2 / 2)),
+    "l2_penalty": (lambda net, x, y, t: loss.SoftmaxCELoss()(net(x), y).mean()
+                   + 0.05 * sum(jnp.sum(p.data() ** 2) for p in net.collect_params().values()),
+                   lambda v, x, y, t: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y))
+                   + 0.05 * sum(jnp.sum(a ** 2) for a in v)),
+    "jax_nn_relu": (lambda net, x, y, t: jnp.sum(jax.nn.relu(net(x)) ** 2),
+                    lambda v, x, y, t: jnp.sum(jnp.maximum(ref_mlp(v, x), 0) ** 2)),
+    "jax_nn_softmax": (lambda net, x, y, t: jnp.sum(jax.nn.softmax(net(x), axis=-1) * COEF),
+                       lambda v, x, y, t: jnp.sum(jnp.exp(ref_mlp(v, x))
+                                                  / jnp.sum(jnp.exp(ref_mlp(v, x)), axis=-1, keepdims=True)
+                                                  * COEF)),
+    "array_methods": (lambda net, x, y, t: net(x).reshape(-1).clip(-0.5, 0.5).mean(),
+                      lambda v, x, y, t: jnp.mean(jnp.clip(ref_mlp(v, x).reshape(-1), -0.5, 0.5))),
+}
+
+
+@HYBRID
+@pytest.mark.parametrize("case", list(CASES))
+def test_backward_equals_jax_grad(case, hybridize, data):
+    x, y, t = data
+    head_fn, ref_fn = CASES[case]
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    with autograd.record():
+        head = head_fn(net, x, y, t)
+        assert isinstance(head, hybrid._lazy.LazyArray)
+    autograd.backward(head)
+    expected_value = ref_fn(vals, x, y, t)
+    assert_close(jnp.sum(head), expected_value, **TOL)
+    assert_grads(net, jax.grad(ref_fn)(vals, x, y, t))
+
+
+@HYBRID
+def test_backward_with_head_grads(hybridize, data):
+    x, _, _ = data
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    head_grad = np.arange(18, dtype=np.float32).reshape(6, 3) / 10
+    with autograd.record():
+        out = jnp.sin(net(x))
+    autograd.backward(out, head_grads=head_grad)
+    assert_grads(net, jax.grad(lambda v: jnp.sum(jnp.sin(ref_mlp(v, x)) * head_grad))(vals))
+
+
+# -- 2a. d2l linear regression from scratch --------------------------------------------------
+def test_linear_regression_from_scratch_converges(rng):
+    true_w, true_b = np.array([2.0, -3.4], np.float32), np.float32(4.2)
+    features = rng.standard_normal((200, 2)).astype(np.float32)
+    labels = (features @ true_w + true_b + 0.01 * rng.standard_normal(200)).astype(np.float32).reshape(-1, 1)
+    w = jnp.asarray(rng.normal(0, 0.01, (2, 1)).astype(np.float32))
+    b = jnp.zeros(1, jnp.float32)
+    lr, batch_size = 0.1, 10
+
+    def ref_loss(w, b, X, y):
+        return jnp.sum(squared_loss(X @ w + b, y))
+
+    first = True
+    for epoch in range(5):
+        for i in range(0, 200, batch_size):
+            X, y = features[i:i + batch_size], labels[i:i + batch_size]
+            with autograd.record():
+                l = squared_loss(X @ w + b, y)
+            gw, gb = autograd.grad(l, [w, b])
+            if first:
+                ew, eb = jax.grad(ref_loss, argnums=(0, 1))(w, b, X, y)
+                assert gw.shape == (2, 1) and gb.shape == (1,)
+                assert_close(gw, ew, **TOL)
+                assert_close(gb, eb, **TOL)
+                first = False
+            w = w - lr * gw / batch_size
+            b = b - lr * gb / batch_size
+        train_l = squared_loss(features @ w + b, labels)
+        assert np.isfinite(float(train_l.mean()))
+    assert_close(np.asarray(w).reshape(-1), true_w, rtol=0, atol=2e-2)
+    assert_close(np.asarray(b), [true_b], rtol=0, atol=2e-2)
+    assert float(squared_loss(features @ w + b, labels).mean()) < 1e-3
+
+
+# -- 2b. d2l BatchNorm from scratch: state kept as plain attributes ---------------------------
+def scratch_batch_norm(X, gamma, beta, moving_mean, moving_var, eps, momentum):
+    if not autograd.is_training():
+        X_hat = (X - moving_mean) / jnp.sqrt(moving_var + eps)
+    else:
+        mean = X.mean(axis=0)
+        var = ((X - mean) ** 2).mean(axis=0)
+        X_hat = (X - mean) / jnp.sqrt(var + eps)
+        moving_mean = momentum * moving_mean + (1.0 - momentum) * mean
+        moving_var = momentum * moving_var + (1.0 - momentum) * var
+    Y = gamma * X_hat + beta
+    return Y, moving_mean, moving_var
+
+
+def _bn_init(self, num_features):
+    shape = (1, num_features)
+    self.gamma = Parameter("gamma", shape=shape, init=init.One())
+    self.beta = Parameter("beta", shape=shape, init=init.Zero())
+    self.moving_mean = jnp.zeros(shape)
+    self.moving_var = jnp.ones(shape)
+
+
+def _bn_forward(self, X):
+    Y, self.moving_mean, self.moving_var = scratch_batch_norm(
+        X, self.gamma.data(), self.beta.data(), self.moving_mean, self.moving_var, eps=1e-5, momentum=0.9)
+    return Y
+
+
+class ScratchBN(Block):
+    __init__ = lambda self, n: (Block.__init__(self), _bn_init(self, n))[0]  # noqa: E731
+    forward = _bn_forward
+
+
+class ScratchHybridBN(HybridBlock):
+    __init__ = lambda self, n: (HybridBlock.__init__(self), _bn_init(self, n))[0]  # noqa: E731
+    forward = _bn_forward
+
+
+@HYBRID
+def test_scratch_batchnorm_attributes_hold_concrete_running_stats(hybridize, rng):
+    if hybridize:
+        net = nn.HybridSequential()
+        bn = ScratchHybridBN(3)
+    else:
+        net = nn.Sequential()
+        bn = ScratchBN(3)
+    net.add(bn, nn.Dense(2, in_units=3))
+    net.initialize(init.Xavier())
+    if hybridize:
+        net.hybridize()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    l2 = loss.L2Loss()
+    mm, mv = np.zeros((1, 3)), np.ones((1, 3))
+    for step in range(4):
+        X = (rng.standard_normal((8, 3)) * (step + 1) + step).astype(np.float32)
+        target = rng.standard_normal((8, 2)).astype(np.float32)
+        with autograd.record():
+            l = l2(net(X), target)
+        autograd.backward(l)
+        trainer.step(8)
+        mean, var = X.mean(axis=0, keepdims=True), X.var(axis=0, keepdims=True)
+        mm, mv = 0.9 * mm + 0.1 * mean, 0.9 * mv + 0.1 * var
+        assert_close(np.asarray(bn.moving_mean), mm, **TOL)
+        assert_close(np.asarray(bn.moving_var), mv, **TOL)
+    if hybridize:  # written back after the call as concrete arrays, not tracers
+        assert not isinstance(bn.moving_mean, jax.core.Tracer)
+        assert not isinstance(bn.moving_var, jax.core.Tracer)
+    # the attributes are usable after the step: plain JAX, jit, and an inference forward
+    assert_close(bn.moving_mean + 1, mm + 1, **TOL)
+    assert_close(jax.jit(lambda a: jnp.sqrt(a))(bn.moving_var), np.sqrt(mv), **TOL)
+    X = rng.standard_normal((5, 3)).astype(np.float32)
+    gamma, beta = np.array(bn.gamma.data()), np.array(bn.beta.data())
+    w, b = np.array(net[1].weight.data()), np.array(net[1].bias.data())
+    expected = (gamma * (X - mm) / np.sqrt(mv + 1e-5) + beta) @ w.T + b
+    assert_close(net(X), expected, **TOL)
+    assert_close(np.asarray(bn.moving_mean), mm, **TOL)  # inference does not update them
+
+
+class Attend(HybridBlock):
+    """Keeps its attention weights as an attribute (written, never read, in forward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Dense(3, in_units=4)
+
+    def forward(self, x):
+        w = jax.nn.softmax(self.proj(x), axis=-1)
+        self.attention_weights = w
+        return w @ jnp.ones((3, 2))
+
+
+@HYBRID
+def test_attribute_assigned_in_forward_is_written_back(hybridize, data):
+    x, _, _ = data
+    blk = Attend()
+    blk.initialize(init.Xavier())
+    if hybridize:
+        blk.hybridize()
+    w, b = np.array(blk.proj.weight.data()), np.array(blk.proj.bias.data())
+    expected = np.asarray(jax.nn.softmax(x @ w.T + b, axis=-1))
+    with autograd.record():
+        out = blk(x)
+        l = jnp.sum(out * blk.attention_weights[:, :2])
+    autograd.backward(l)
+    assert_close(blk.attention_weights, expected, **TOL)
+    assert_close(jnp.sum(blk.attention_weights, axis=-1), np.ones(6), **TOL)
+    blk(x[:2] * 2)  # outside record: a new value
+    assert not isinstance(blk.attention_weights, jax.core.Tracer)
+    assert_close(blk.attention_weights, jax.nn.softmax(2 * x[:2] @ w.T + b, axis=-1), **TOL)
+
+
+# -- 2c. softmax regression with a Trainer ------------------------------------------------------
+@HYBRID
+def test_softmax_regression_with_trainer(hybridize, rng):
+    centers = np.array([[2, 0], [-2, 2], [0, -2]], np.float32)
+    labels = rng.integers(0, 3, size=(90,)).astype(np.int32)
+    features = (centers[labels] + 0.5 * rng.standard_normal((90, 2))).astype(np.float32)
+    net = nn.Dense(3, in_units=2)
+    net.initialize(init.Normal(0.01))
+    if hybridize:
+        net.hybridize()
+    ce = loss.SoftmaxCELoss()
+    lr = 0.5
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+
+    def ref_loss(vals, X, y):
+        w, b = vals
+        return jnp.mean(ref_softmax_ce(X @ w.T + b, y))
+
+    def full_loss():
+        return float(ce(net(features), labels).mean())
+
+    start = full_loss()
+    for epoch in range(3):
+        for i in range(0, 90, 15):
+            X, y = features[i:i + 15], labels[i:i + 15]
+            vals = values_of(net)
+            with autograd.record():
+                l = ce(net(X), y).mean()
+            autograd.backward(l)
+            trainer.step(1)
+            if epoch == 0 and i == 0:
+                expected = jax.grad(ref_loss)(vals, X, y)
+                assert_grads(net, expected)
+                assert_close(net.weight.data(), vals[0] - lr * expected[0], **TOL)
+                assert_close(net.bias.data(), vals[1] - lr * expected[1], **TOL)
+                assert_close(l, ref_loss(vals, X, y), **TOL)
+    end = full_loss()
+    assert end < 0.5 * start
+    accuracy = float(jnp.mean(jnp.argmax(net(features), axis=1) == labels))
+    assert accuracy > 0.9
+
+
+# -- 3. gradient penalty (create_graph) -----------------------------------------------------------
+@HYBRID
+def test_gradient_penalty_equals_nested_jax_grad(hybridize, data):
+    x, y, _ = data
+    x = jnp.asarray(x)
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    ce = loss.SoftmaxCELoss()
+    with autograd.record():
+        out = net(x)
+        gx = autograd.grad(out.sum(), x, create_graph=True)
+        total = ce(out, y).mean() + jnp.sum(gx ** 2)
+    autograd.backward(total)
+
+    def ref(v):
+        base = jnp.mean(ref_softmax_ce(ref_mlp(v, x), y))
+        gx = jax.grad(lambda xx: jnp.sum(ref_mlp(v, xx)))(x)
+        return base + jnp.sum(gx ** 2)
+
+    assert_close(gx, jax.grad(lambda xx: jnp.sum(ref_mlp(vals, xx)))(x), **TOL)
+    assert_close(total, ref(vals), **TOL)
+    assert_grads(net, jax.grad(ref)(vals))
+
+
+# -- 4. printing, float and if inside record() --------------------------------------------------
+@HYBRID
+def test_print_float_and_if_inside_record(hybridize, data, capsys):
+    x, _, t = data
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    l2 = loss.L2Loss()
+
+    def ref(v):
+        return jnp.sum(0.5 * jnp.mean((ref_mlp(v, x) - t) ** 2, axis=1))
+
+    with autograd.record():
+        l = l2(net(x), t)
+        print(l)
+        value = float(l.sum())
+        if l.mean() > 0:
+            head = l * 1.0
+        else:
+            head = l * -1.0
+        as_numpy = np.asarray(head)
+        text = f"{l.mean():.6f}"
+    assert value == pytest.approx(float(ref(vals)), rel=1e-4)
+    assert_close(as_numpy, 0.5 * np.mean((np.asarray(ref_mlp(vals, x)) - t) ** 2, axis=1), **TOL)
+    assert float(text) == pytest.approx(float(ref(vals)) / 6, rel=1e-4, abs=1e-6)
+    printed = capsys.readouterr().out
+    assert printed.strip()
+    printed_values = np.array([float(s) for s in printed.replace("[", " ").replace("]", " ").split()])
+    assert_close(printed_values, as_numpy, rtol=1e-3, atol=1e-5)
+    autograd.backward(head)
+    assert_grads(net, jax.grad(ref)(vals))
+
+
+# -- 5. the split step: backward, read/clip grads, step -----------------------------------------
+@HYBRID
+def test_split_step_with_clip_global_norm(hybridize, data):
+    x, y, _ = data
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    lr, max_norm, batch = 0.3, 0.05, 6
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    ce = loss.SoftmaxCELoss()
+    with autograd.record():
+        l = ce(net(x), y)
+    autograd.backward(l)
+
+    def ref(v):
+        return jnp.sum(ref_softmax_ce(ref_mlp(v, x), y))
+
+    expected = [np.asarray(g) for g in jax.grad(ref)(vals)]
+    read = [np.array(p.grad()) for p in net.collect_params().values()]
+    for got, want in zip(read, expected):
+        assert_close(got, want, **TOL)
+    norm = hybrid.utils.clip_global_norm(net.collect_params(), max_norm)
+    true_norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in expected))
+    assert norm == pytest.approx(true_norm, rel=1e-4)
+    assert true_norm > max_norm  # clipping is active
+    scale = max_norm / (true_norm + 1e-8)
+    trainer.step(batch)
+    for p, v, g in zip(net.collect_params().values(), vals, expected):
+        assert_close(p.data(), v - lr * g * scale / batch, **TOL)
+
+
+@HYBRID
+def test_split_step_reading_grads_then_step(hybridize, data):
+    x, y, _ = data
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    lr = 0.2
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    with autograd.record():
+        l = loss.SoftmaxCELoss()(net(x), y).mean()
+    autograd.backward(l)
+    expected = jax.grad(lambda v: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y)))(vals)
+    assert_grads(net, expected)  # forces the gradients before the step
+    trainer.step(1)
+    for p, v, g in zip(net.collect_params().values(), vals, expected):
+        assert_close(p.data(), v - lr * g, **TOL)
+
+
+# -- 6. arrays held across a step keep their values -----------------------------------------------
+@HYBRID
+@pytest.mark.parametrize("where", ["before_record", "inside_record"])
+def test_data_held_across_step_keeps_old_value(hybridize, where, data):
+    x, y, _ = data
+    net = make_mlp(hybridize)
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+    ce = loss.SoftmaxCELoss()
+    # a warm step so that the step program (with donation) is compiled
+    with autograd.record():
+        l = ce(net(x), y).mean()
+    autograd.backward(l)
+    trainer.step(1)
+    old = values_of(net)
+    w0 = net[0].weight.data() if where == "before_record" else None
+    with autograd.record():
+        if where == "inside_record":
+            w0 = net[0].weight.data()
+        l = ce(net(x), y).mean()
+    autograd.backward(l)
+    trainer.step(1)
+    assert_close(np.asarray(w0), old[0], rtol=0, atol=0)
+    assert_close(w0 * 1.0, old[0], rtol=0, atol=0)  # still usable in JAX code
+    new = np.asarray(net[0].weight.data())
+    assert not np.allclose(new, old[0])
+    expected = jax.grad(lambda v: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y)))(old)
+    assert_close(new, old[0] - 0.5 * expected[0], **TOL)
+    # a third step (nothing held now) still updates correctly
+    cur = values_of(net)
+    with autograd.record():
+        l = ce(net(x), y).mean()
+    autograd.backward(l)
+    trainer.step(1)
+    expected = jax.grad(lambda v: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y)))(cur)
+    for p, v, g in zip(net.collect_params().values(), cur, expected):
+        assert_close(p.data(), v - 0.5 * g, **TOL)
+
+
+# -- 7. no retrace for unrelated objects; structural changes do recompile ---------------------
+def _train_step(net, trainer, x, y, ce):
+    with autograd.record():
+        l = ce(net(x), y).mean()
+    autograd.backward(l)
+    trainer.step(1)
+    return l
+
+
+def test_unrelated_blocks_and_parameters_cause_no_retrace(data):
+    x, y, _ = data
+    net = make_mlp(True)
+    ce = loss.SoftmaxCELoss()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    for _ in range(2):
+        _train_step(net, trainer, x, y, ce)
+    compiles, flushes = autograd.stats.compiles, autograd.stats.flushes
+    _train_step(net, trainer, x, y, ce)
+    assert autograd.stats.compiles == compiles
+    assert autograd.stats.flushes == flushes + 1  # forward, loss, backward and update: one program
+    others = [nn.Dense(5), nn.Dense(4, in_units=2), hybrid.Parameter("w", shape=(3,)), nn.HybridSequential()]
+    others[1].initialize()
+    others[2].initialize()
+    others[3].add(nn.Dense(2))
+    others[3].hybridize()
+    for _ in range(2):
+        compiles = autograd.stats.compiles
+        vals = values_of(net)
+        _train_step(net, trainer, x, y, ce)
+        assert autograd.stats.compiles == compiles
+        expected = jax.grad(lambda v: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y)))(vals)
+        for p, v, g in zip(net.collect_params().values(), vals, expected):
+            assert_close(p.data(), v - 0.1 * g, **TOL)
+
+
+@pytest.mark.parametrize("change", ["add_child", "cast_roundtrip", "grad_req_null", "rehybridize"])
+def test_structural_change_recompiles_and_stays_correct(change, data):
+    x, y, _ = data
+    net = make_mlp(True)
+    ce = loss.SoftmaxCELoss()
+    lr = 0.1
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    for _ in range(2):
+        _train_step(net, trainer, x, y, ce)
+    compiles = autograd.stats.compiles
+    frozen = set()
+    ref_net = ref_mlp
+    if change == "add_child":
+        extra = nn.Dense(3, in_units=3)
+        extra.initialize(init.Xavier())
+        net.add(extra)
+        trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+        ref_net = lambda v, x: ref_mlp(v[:4], x) @ v[4].T + v[5]  # noqa: E731
+    elif change == "cast_roundtrip":
+        net.cast("float16")
+        assert net[0].weight.data().dtype == jnp.float16
+        net.cast("float32")
+        assert net[0].weight.data().dtype == jnp.float32
+    elif change == "grad_req_null":
+        net[0].bias.grad_req = "null"
+        frozen.add(1)
+    else:
+        net.hybridize()
+    vals = values_of(net)
+    l = _train_step(net, trainer, x, y, ce)
+    assert autograd.stats.compiles > compiles
+    ref_loss = lambda v: jnp.mean(ref_softmax_ce(ref_net(v, x), y))  # noqa: E731
+    assert_close(l, ref_loss(vals), **TOL)
+    expected = jax.grad(ref_loss)(vals)
+    for i, (p, v, g) in enumerate(zip(net.collect_params().values(), vals, expected)):
+        assert_close(p.data(), v if i in frozen else v - lr * g, **TOL)
+    # and the next step reuses the new program
+    compiles = autograd.stats.compiles
+    _train_step(net, trainer, x, y, ce)
+    assert autograd.stats.compiles == compiles
+
+
+# -- 8. errors ---------------------------------------------------------------------------------
+@HYBRID
+def test_backward_on_unrecorded_array_raises(hybridize, data):
+    x, _, _ = data
+    net = make_mlp(hybridize)
+    out = net(x)
+    with pytest.raises(AutogradError):
+        autograd.backward(out)
+    with pytest.raises(AutogradError):
+        autograd.backward(jnp.ones(3))
+
+
+def test_grad_on_unused_variable_raises(data):
+    x, _, _ = data
+    a, unused = jnp.asarray(x), jnp.ones((4,))
+    with autograd.record():
+        l = jnp.sum(a ** 2)
+    with pytest.raises(AutogradError):
+        autograd.grad(l, unused)
+    with pytest.raises(AutogradError):
+        autograd.grad(l, [a, unused])
+    assert_close(autograd.grad(l, a), 2 * x, **TOL)
+
+
+@HYBRID
+def test_second_backward_without_retain_graph_raises(hybridize, data):
+    x, _, _ = data
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    with autograd.record():
+        l = jnp.sum(net(x) ** 2)
+    autograd.backward(l, retain_graph=True)
+    autograd.backward(l)
+    assert_grads(net, jax.grad(lambda v: jnp.sum(ref_mlp(v, x) ** 2))(vals))
+    with pytest.raises(AutogradError):
+        autograd.backward(l)
+    with pytest.raises(AutogradError):
+        autograd.grad(l, net[0].weight.data())
+
+
+# -- 9. stop_gradient ---------------------------------------------------------------------------
+@HYBRID
+def test_stop_gradient_detaches(hybridize, data):
+    x, _, _ = data
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    with autograd.record():
+        out = net(x)
+        l = jnp.sum(jax.lax.stop_gradient(out) * out) + jnp.sum(jax.lax.stop_gradient(out ** 3))
+    autograd.backward(l)
+
+    def ref(v):
+        o = ref_mlp(v, x)
+        return jnp.sum(jax.lax.stop_gradient(o) * o) + jnp.sum(jax.lax.stop_gradient(o ** 3))
+
+    assert_grads(net, jax.grad(ref)(vals))
+    # only through the stopped branch: zero gradient
+    a = jnp.asarray(x)
+    with autograd.record():
+        l = jnp.sum(jax.lax.stop_gradient(a ** 2)) + jnp.sum(3.0 * a)
+        stopped = jnp.sum(jax.lax.stop_gradient(a) ** 2)
+    ga = autograd.grad(l, a, retain_graph=True)
+    assert_close(ga, np.full_like(x, 3.0), rtol=0, atol=0)
+    gs = autograd.grad(stopped, a)
+    assert_close(gs, np.zeros_like(x), rtol=0, atol=0)
+
+
+# -- 10. supported JAX versions ------------------------------------------------------------------
+def test_check_jax_version():
+    with pytest.raises(ImportError):
+        hybrid._lazy.check_jax_version("0.5.0")
+    with pytest.raises(ImportError):
+        hybrid._lazy.check_jax_version("99.0.0")
+    hybrid._lazy.check_jax_version(jax.__version__)
+    hybrid._lazy.check_jax_version()
