@@ -259,7 +259,9 @@ class LazyTrace(core.Trace):
         self.requires_low = False
 
     def stage_value(self, val):
-        return self.tape.input(val)
+        # a constant made into an array (jnp.asarray of NumPy data): an ordinary array of the parent trace
+        with core.set_current_trace(self.tape.parent):
+            return self.tape.parent.stage_value(val)
 
     def process_primitive(self, prim, tracers, params, /):
         return self.tape.prim(prim, tracers, params)
@@ -571,8 +573,8 @@ class Tape:
         for slot, cell in self.replaced.items():
             if cell in writing:
                 value = self.input_values[position[slot]]
-                # holders: the input list, the cell, getrefcount's argument and `value`
-                if isinstance(value, jax.Array) and sys.getrefcount(value) <= 4:
+                # holders: the input list, getrefcount's argument and `value` (the cell holds the new value)
+                if isinstance(value, jax.Array) and sys.getrefcount(value) <= 3:
                     chosen.append(position[slot])
         return tuple(sorted(chosen))
 
@@ -615,6 +617,11 @@ def recording_trace(tape: Tape) -> Any:
 def parent_trace(tape: Tape) -> Any:
     """Context manager making the trace that was current when ``tape`` started current again."""
     return core.set_current_trace(tape.parent)
+
+
+def eval_trace() -> Any:
+    """Context manager running JAX operations eagerly (JAX's eval trace)."""
+    return core.set_current_trace(core.eval_trace)
 
 
 def current_trace() -> Any:

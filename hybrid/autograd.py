@@ -179,11 +179,15 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     tape = _tape_of(heads, "backward()")
     head_grads = _head_grads(heads, head_grads, "backward()")
     needed = tape.depends_on([tape.slot_of(h) for h in heads])
-    params = [p for p, slot in tape.param_slots.items() if slot in needed and p.grad_req != "null"]
+    trainable = [p for p in tape.param_slots if p.grad_req != "null"]
+    params = [p for p in trainable if tape.param_slots[p] in needed]
     if not params:
-        raise AutogradError(
-            "backward(): the heads do not depend on any parameter with grad_req != 'null'. Call the blocks "
-            "inside `with autograd.record():`; to differentiate plain arrays use autograd.grad(heads, variables).")
+        if trainable:
+            raise AutogradError(
+                f"backward(): the heads do not depend on any of the {len(trainable)} parameter(s) used inside "
+                f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
+                "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
+        return  # nothing trainable was recorded: no gradient to write
     grads = tape.grad(heads, head_grads, [tape.param_slots[p] for p in params], create_graph=False)
     frame = functional.compile_frame()
     with _lazy.recording_trace(tape):

@@ -252,7 +252,7 @@ class Block(Watched):
         if ctx.recording:
             if self._active and not ctx.eager_only:
                 return self._get_cached_op().record((args, kwargs))
-            return self._run_forward((args, kwargs))
+            return self._run_forward((_to_jax(args), _to_jax(kwargs)))
         if ctx.frame is not None:
             return ctx.frame.call_block(self, args, kwargs)
         if self._active and not ctx.eager_only:

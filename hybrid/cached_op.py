@@ -80,20 +80,26 @@ class TraceResult:
     """A forward traced into a graph, with what is needed to call it."""
 
     def __init__(self, graph: Graph, params: list[Parameter], state_params: list[Parameter],
-                 out_tree: Any, uses_rng: bool, n_outputs: int, attributes: list):
+                 out_tree: Any, uses_rng: bool, n_outputs: int, attributes: list, attr_inputs: list):
         self.graph, self.params, self.state_params = graph, params, state_params
         self.out_tree, self.uses_rng, self.n_outputs = out_tree, uses_rng, n_outputs
         self.attributes = attributes  # (block, name) of attributes assigned in forward: outputs after the states
+        self.attr_inputs = attr_inputs  # (block, name) of those read before being assigned: inputs after the data
 
 
-def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list):
-    """make_jaxpr of the block's forward as a function of (params, inputs, rng)."""
+def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list, attr_inputs: list):
+    """make_jaxpr of the block's forward as a function of (params, inputs, rng); the attributes in
+    ``attr_inputs`` are inputs too (after the call's arrays)."""
     info: dict = {}
+    n_arrays = len(arrays)
 
     def fn(param_values, input_values, rng):
+        saved = [getattr(b, name) for b, name in attr_inputs]
         with functional.frame(dict(zip(params, param_values)), key=rng, frame_type=functional.TraceFrame) as fr:
             try:
-                out = block._run_forward(spec.rebuild(input_values))
+                for (b, name), value in zip(attr_inputs, input_values[n_arrays:]):
+                    object.__setattr__(b, name, value)
+                out = block._run_forward(spec.rebuild(input_values[:n_arrays]))
             except _TRACER_ERRORS as exc:
                 raise control_flow_error(block, exc) from exc
             except Exception as exc:
@@ -103,6 +109,10 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
                     except AttributeError:
                         pass
                 raise
+            finally:  # no tracer stays in an attribute: the call writes the assigned values back
+                fr.restore_attributes()
+                for (b, name), value in zip(attr_inputs, saved):
+                    object.__setattr__(b, name, value)
         leaves, out_tree = jax.tree_util.tree_flatten(out)
         for leaf in leaves:
             if not isinstance(leaf, jax.Array):
@@ -113,7 +123,8 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
         return leaves, list(fr.updates.values()) + list(fr.attributes.values())
 
     rng = (_random.base_key(), np.uint32(0))
-    closed = jax.make_jaxpr(fn)([p._data for p in params], list(arrays), rng)
+    attr_values = [getattr(b, name) for b, name in attr_inputs]
+    closed = jax.make_jaxpr(fn)([p._data for p in params], list(arrays) + attr_values, rng)
     return closed, info
 
 
@@ -123,11 +134,16 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
     spec = ArgSpec(leaves, treedef)
     arrays = [leaves[i] for i in spec.array_pos]
     params: list[Parameter] | None = None
-    for _attempt in range(4):
+    attr_inputs: list = []
+    for _attempt in range(5):
         tree = unique_params(block.collect_params())
         if params is None:
             params = [p for p in tree if p._data is not None]
-        closed, info = _trace_once(block, params, spec, arrays)
+        closed, info = _trace_once(block, params, spec, arrays, attr_inputs)
+        read = [key for key in info["attributes"] if key not in attr_inputs and is_array(key[0].__dict__.get(key[1]))]
+        if read:  # attributes that held arrays before forward assigned them: their values are inputs
+            attr_inputs += read
+            continue
         if info["missing"]:
             registered = set(tree)
             strays = [p for p in info["missing"] if p not in registered]
@@ -144,12 +160,13 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
         break
     else:
         raise HybridizeError("parameters kept changing while tracing; cannot build a stable graph")
-    names = _param_names(block, params) + [f"data{i}" for i in range(len(arrays))] + ["rng_key", "rng_counter"]
+    names = (_param_names(block, params) + [f"data{i}" for i in range(len(arrays))] +
+             [name for _, name in attr_inputs] + ["rng_key", "rng_counter"])
     graph = from_jaxpr(closed, names)
     if not info["uses_rng"]:
         graph = _drop_rng_inputs(graph)
     return TraceResult(graph, params, info["states"], info["out_tree"], info["uses_rng"], info["n_out"],
-                       info["attributes"])
+                       info["attributes"], attr_inputs)
 
 
 def _drop_rng_inputs(graph: Graph) -> Graph:
@@ -187,6 +204,7 @@ class CompiledForward:
         self.params = traced.params
         self.state_params = traced.state_params
         self.attributes = traced.attributes
+        self.attr_inputs = traced.attr_inputs
         self.out_tree = traced.out_tree
         self.uses_rng = traced.uses_rng
         self.traced_graph = traced.graph
@@ -275,6 +293,12 @@ class CompiledForward:
         """The parameters' arrays as (state, non-state) lists, the form the jitted entry points take."""
         return list(map(_get_data, self.state_inputs)), list(map(_get_data, self.other_inputs))
 
+    def with_attributes(self, arrays: list) -> list:
+        """The call's arrays followed by the current values of the attributes the forward reads."""
+        if not self.attr_inputs:
+            return arrays
+        return list(arrays) + [getattr(block, name) for block, name in self.attr_inputs]
+
     def write_states(self, states: Sequence, set_param: Callable[[Parameter, Any], None]) -> None:
         """Store the state outputs of a call: parameters with ``set_param``, then attributes."""
         n = len(self.state_params)
@@ -341,7 +365,8 @@ class CachedOp:
         key = (treedef, _context.current().training, parts)
         entry = self.entries.get(key)
         if entry is None:
-            entry = CompiledForward(trace_block(self.block, args), self.passes, self.remat)
+            with _lazy.eval_trace():  # tracing and passes run on their own, whatever is being recorded
+                entry = CompiledForward(trace_block(self.block, args), self.passes, self.remat)
             self.entries[key] = entry
             blocks: list = []
             self.block.apply(blocks.append)
@@ -355,7 +380,7 @@ class CachedOp:
             return self._call_in_frame(entry, arrays, frame)
         state_values, other_values = entry.current_values()
         rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
-        arrays = [_lazy.concrete(a) for a in arrays]
+        arrays = [_lazy.concrete(a) for a in entry.with_attributes(arrays)]
         outputs, states = entry.infer(state_values, other_values, arrays, rng)
         entry.write_states(states, _set_param_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
@@ -370,13 +395,13 @@ class CachedOp:
                                                                               _random.next_counter())
         else:
             rng = ()
-        outputs, states = entry.record(ctx.tape, arrays, rng)
+        outputs, states = entry.record(ctx.tape, entry.with_attributes(arrays), rng)
         entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
     def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: functional.Frame) -> Any:
         rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
-        outputs, states = entry.infer_in_frame([p.data() for p in entry.params], arrays, rng)
+        outputs, states = entry.infer_in_frame([p.data() for p in entry.params], entry.with_attributes(arrays), rng)
         entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import jax
 
-from . import _context, functional
+from . import _context, _lazy, functional
 from ._watch import watch
 from .cached_op import _TRACER_ERRORS, ArgSpec, signature
 from .errors import HybridizeError
@@ -115,7 +115,9 @@ class CompiledStep:
                     raise CompileError(f"hybrid.compile: {name} returned a {type(leaf).__name__}; a compiled step "
                                        "returns arrays (or tuples/lists/dicts of arrays) or None")
             info.update(frame=frame, out_tree=out_tree)
-            return leaves, [frame.writes[k] for k in info.get("written", ())]
+            # recorded values still pending are computed here, inside the step's trace
+            return ([_lazy.concrete(leaf) for leaf in leaves],
+                    [jax.tree_util.tree_map(_lazy.concrete, frame.writes[k]) for k in info.get("written", ())])
         return traced
 
     def _build(self, spec: ArgSpec, arrays: list) -> _Program:

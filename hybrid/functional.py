@@ -175,15 +175,28 @@ class TraceFrame(Frame):
     """The frame of hybridize tracing a forward into a graph: hybridized children are inlined, and
     attributes assigned in ``forward`` are collected as outputs."""
 
-    __slots__ = ("attributes",)
+    __slots__ = ("attributes", "previous")
     inline_hybridized = True
 
     def __init__(self, values: dict, key: Any = None, parent: "Frame | None" = None):
         super().__init__(values, key, parent)
         self.attributes: dict = {}  # (block, name) -> traced value: outputs of the call, set after it
+        self.previous: dict = {}    # (block, name) -> value before the trace (or _ABSENT)
 
     def assign_attribute(self, block: Any, name: str, value: Any) -> None:
         self.attributes[(block, name)] = value
+        self.previous.setdefault((block, name), block.__dict__.get(name, _ABSENT))
+
+    def restore_attributes(self) -> None:
+        """Put back the values attributes had before the trace (the traced ones must not outlive it)."""
+        for (block, name), value in self.previous.items():
+            if value is _ABSENT:
+                object.__delattr__(block, name)
+            else:
+                object.__setattr__(block, name, value)
+
+
+_ABSENT = object()
 
 
 def current() -> Frame | None:
@@ -215,5 +228,6 @@ def activate_compile_frame(new: CompileFrame) -> Iterator[CompileFrame]:
 @contextmanager
 def no_frame() -> Iterator[None]:
     """Temporarily run imperatively, e.g. to initialise a parameter during a trace."""
-    with _context.scope(frame=None, tape=None, recording=False):
+    from . import _lazy
+    with _context.scope(frame=None, tape=None, recording=False), _lazy.eval_trace():
         yield

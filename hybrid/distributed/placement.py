@@ -9,7 +9,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .. import functional
+from .. import _lazy, functional
 from ..parameter import Parameter
 from .mesh import DATA_AXIS
 
@@ -88,6 +88,7 @@ def parameter_sharding(name: str, shape: tuple[int, ...], mesh: Mesh, spec: Part
 
 
 def _put(value: jax.Array, sharding: NamedSharding) -> jax.Array:
+    value = _lazy.concrete(value)  # a recorded value (first step of a deferred parameter): computed now
     if value.is_fully_addressable and not sharding.is_fully_addressable:
         # Several processes: each holds the same full value (same seed) and keeps the slices it addresses.
         host = np.asarray(value)
