@@ -248,6 +248,17 @@ class _Unhashable:
     __slots__ = ()
 
 
+_IMPLIED = ("in",)
+
+
+def _input_key(value: Any) -> tuple:
+    """What a program compiled for ``value`` depends on: shape, dtype and weak type (cheap to get)."""
+    try:
+        return ("in", value.shape, value.dtype, getattr(value, "weak_type", False))
+    except AttributeError:
+        return ("in", type(value))
+
+
 class LazyTrace(core.Trace):
     """The JAX trace of a recording scope: stages every operation on the tape."""
 
@@ -378,9 +389,10 @@ class Tape:
         self.input_slots: list[int] = []
         self.input_values: list = []
         self.input_ids: dict[int, int] = {}   # id(array) -> slot (the arrays are kept alive)
+        self.input_position: dict[int, int] = {}  # input slot -> index in input_values
         self.held: list = []
         self.live: dict[int, Any] = {}        # slot -> weakref to the LazyArray standing for it
-        self.writes: dict[Any, tuple] = {}    # cell -> (slot, setter)
+        self.writes: dict[Any, tuple] = {}    # cell -> (slots, setter taking their values as a list)
         self.replaced: dict[int, Any] = {}    # input slot -> cell whose write may reuse its buffer
         self.param_slots: dict[Any, int] = {}  # Parameter -> slot of the value read while recording
         self.tokens: set[int] = set()
@@ -389,8 +401,9 @@ class Tape:
         self.differentiated = False
 
     # recording ---------------------------------------------------------------------------
-    def input(self, value: Any) -> int:
-        """The slot of an array from outside the tape (one slot per array object)."""
+    def input(self, value: Any, keyed: bool = True) -> int:
+        """The slot of an array from outside the tape (one slot per array object). ``keyed=False``
+        leaves its shape and dtype out of the key: the caller's node key already implies them."""
         slot = self.input_ids.get(id(value))
         if slot is not None:
             return slot
@@ -400,36 +413,43 @@ class Tape:
             self.input_ids[id(held)] = len(self.avals)
             self.held.append(held)  # keeps id(held) unique while the tape lives
         slot = len(self.avals)
-        aval = core.typeof(value)
-        self.avals.append(aval)
+        self.avals.append(None)  # found by aval() when an operation needs it
+        self.input_position[slot] = len(self.input_values)
         self.input_slots.append(slot)
         self.input_values.append(value)
         self.input_ids[id(value)] = slot
-        self.key.append(("in", aval))
+        self.key.append(_input_key(value) if keyed else _IMPLIED)
         return slot
+
+    def aval(self, slot: int) -> Any:
+        """The abstract value (shape, dtype) of a slot."""
+        aval = self.avals[slot]
+        if aval is None:
+            aval = self.avals[slot] = core.typeof(self.input_values[self.input_position[slot]])
+        return aval
 
     def read_param(self, param: Any, value: Any) -> None:
         """Note that ``value`` stands for ``param`` on this tape (for ``backward``)."""
         if param not in self.param_slots:
             self.param_slots[param] = self.slot_of(value)
 
-    def read_params(self, params: Sequence, values: Sequence) -> None:
+    def read_params(self, params: Sequence, values: Sequence, keyed: bool = True) -> None:
         """:meth:`read_param` for many parameters."""
         known = self.param_slots
         for param, value in zip(params, values):
             if param not in known:
-                known[param] = self.slot_of(value)
+                known[param] = self.slot_of(value, keyed)
 
-    def slot_of(self, value: Any) -> int:
+    def slot_of(self, value: Any, keyed: bool = True) -> int:
         if isinstance(value, LazyArray) and value._tape is self:
             return value._slot
-        return self.input(value)
+        return self.input(value, keyed)
 
     def lazy(self, slot: int) -> LazyArray:
         ref = self.live.get(slot)
         tracer = ref() if ref is not None else None
         if tracer is None:
-            tracer = LazyArray(self.trace, self.avals[slot], slot)
+            tracer = LazyArray(self.trace, self.aval(slot), slot)
             self.live[slot] = weakref.ref(tracer)
         return tracer
 
@@ -439,19 +459,19 @@ class Tape:
                                 "retain_graph=True); start a new `with autograd.record():` scope")
 
     def add(self, kind: str, op: Any, params: Any, in_slots: Sequence[int], out_avals: Sequence,
-            op_key: Any) -> list[LazyArray]:
-        """Stage one node; returns a LazyArray per output."""
+            op_key: Any, slots_only: bool = False) -> list:
+        """Stage one node; returns a LazyArray per output (or the output slots)."""
         self._check_open()
         first = len(self.avals)
         self.avals.extend(out_avals)
         outputs = tuple(range(first, first + len(out_avals)))
         self.nodes.append(_Node(kind, op, params, tuple(in_slots), outputs))
         self.key.append((op_key, tuple(in_slots)))
-        return [self.lazy(s) for s in outputs]
+        return list(outputs) if slots_only else [self.lazy(s) for s in outputs]
 
     def prim(self, prim: core.Primitive, args: Sequence, params: dict) -> Any:
         slots = [self.slot_of(t) for t in args]
-        avals = tuple(self.avals[s] for s in slots)
+        avals = tuple(map(self.aval, slots))
         pkey = _params_key(params)
         if pkey is None:
             self.cacheable = False
@@ -459,13 +479,17 @@ class Tape:
         outs = self.add("prim", prim, params, slots, out_avals, (prim, pkey))
         return outs if prim.multiple_results else outs[0]
 
-    def call(self, fn: Callable, key: Any, args: Sequence, out_avals: Sequence, token: int | None = None
-             ) -> list[LazyArray]:
+    def call(self, fn: Callable, key: Any, args: Sequence, out_avals: Sequence, token: int | None = None,
+             slots_only: bool = False, keyed_inputs: bool = True) -> list:
         """Stage ``fn(*args) -> list of arrays``, a pure function identified by the hashable ``key``.
-        ``token`` names what the function depends on (see :func:`forget_token`)."""
+        ``token`` names what the function depends on (see :func:`forget_token`). Returns a
+        LazyArray per result, or with ``slots_only`` their slots (for results only written).
+        ``keyed_inputs=False`` when ``key`` determines the shapes and dtypes of ``args``."""
         if token is not None:
             self.tokens.add(token)
-        return self.add("call", fn, None, [self.slot_of(a) for a in args], out_avals, ("call", key))
+        slot_of = self.slot_of
+        return self.add("call", fn, None, [slot_of(a, keyed_inputs) for a in args], out_avals, ("call", key),
+                        slots_only)
 
     def region(self, prim: core.Primitive, fun: lu.WrappedFun, tracers: Sequence, rules: tuple, bind: dict,
                rule_key: Any) -> list[LazyArray]:
@@ -480,7 +504,7 @@ class Tape:
         inner_key = tuple(self.key[key_start:])
         del self.nodes[node_start:], self.key[key_start:]
         params = dict(region=(inner, in_slots, out_slots), rules=rules, bind=bind, debug_info=fun.debug_info)
-        out_avals = [self.avals[s] for s in out_slots]
+        out_avals = [self.aval(s) for s in out_slots]
         return self.add("region", prim, params, in_slots, out_avals,
                         ("region", prim, rule_key, inner_key, tuple(out_slots)))
 
@@ -492,17 +516,25 @@ class Tape:
         wrt_slots = list(wrt_slots)
         ins = [s for s in head_slots + grad_slots if s is not None]
         return self.add("grad", None, (head_slots, grad_slots, wrt_slots, create_graph), ins,
-                        [self.avals[s] for s in wrt_slots],
+                        [self.aval(s) for s in wrt_slots],
                         ("grad", tuple(head_slots), tuple(grad_slots), tuple(wrt_slots), create_graph))
 
     def write(self, cell: Any, value: Any, setter: Callable[[Any], None], replaces: Any = None) -> None:
         """Call ``setter(value's data)`` at the next materialisation. ``replaces`` is the array the
         cell held; at the step boundary its buffer is reused when nothing else holds it."""
-        self.writes[cell] = (self.slot_of(value), setter)
-        if replaces is not None:
-            old = self.input_ids.get(id(replaces))
-            if old is not None:
-                self.replaced[old] = cell
+        self.write_group(cell, [self.slot_of(value)], lambda values: setter(values[0]),
+                         () if replaces is None else (replaces,))
+
+    def write_group(self, cell: Any, slots: Sequence[int], setter: Callable[[list], None],
+                    replaces: Sequence = (), holders: int = 0) -> None:
+        """:meth:`write` for many values at once: ``setter(list of data)``. ``holders`` counts the
+        references to each replaced array that the setter itself drops (the cells still holding it)."""
+        self.writes[cell] = (tuple(slots), setter)
+        ids = self.input_ids
+        for old in replaces:
+            slot = ids.get(id(old))
+            if slot is not None:
+                self.replaced[slot] = (cell, holders)
 
     def depends_on(self, heads: Sequence[int]) -> set[int]:
         """The slots (inputs and node outputs) that the slots ``heads`` are computed from."""
@@ -524,7 +556,7 @@ class Tape:
             return
         out_slots = [s for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]
         write_cells = list(self.writes)
-        write_slots = [self.writes[c][0] for c in write_cells]
+        write_slots = [s for c in write_cells for s in self.writes[c][0]]
         if out_slots or write_cells:
             self._run(out_slots, write_cells, write_slots, self._donation(write_cells) if final else ())
         if final:
@@ -560,8 +592,10 @@ class Tape:
             if tracer is not None:
                 tracer._value = value
         writes, self.writes, self.replaced = self.writes, {}, {}
-        for cell, value in zip(write_cells, results[n:]):
-            writes[cell][1](value)
+        for cell in write_cells:
+            slots, setter = writes[cell]
+            setter(results[n:n + len(slots)])
+            n += len(slots)
 
     def _donation(self, write_cells: list) -> tuple[int, ...]:
         """Positions (in the input list) of inputs that only the tape and a cell being overwritten hold."""
@@ -570,11 +604,11 @@ class Tape:
         writing = set(write_cells)
         position = {s: i for i, s in enumerate(self.input_slots)}
         chosen = []
-        for slot, cell in self.replaced.items():
+        for slot, (cell, holders) in self.replaced.items():
             if cell in writing:
                 value = self.input_values[position[slot]]
-                # holders: the input list, getrefcount's argument and `value` (the cell holds the new value)
-                if isinstance(value, jax.Array) and sys.getrefcount(value) <= 3:
+                # references: the input list, getrefcount's argument, `value` and the cells being overwritten
+                if isinstance(value, jax.Array) and sys.getrefcount(value) <= 3 + holders:
                     chosen.append(position[slot])
         return tuple(sorted(chosen))
 

@@ -191,8 +191,13 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     grads = tape.grad(heads, head_grads, [tape.param_slots[p] for p in params], create_graph=False)
     frame = functional.compile_frame()
     with _lazy.recording_trace(tape):
-        for param, g in zip(params, grads):
-            param._accumulate_grad(g, tape, frame)
+        new = [param._accumulate_grad(g, frame) for param, g in zip(params, grads)]
+    if frame is None:
+        def computed(values: list) -> None:  # the gradients' data replaces the recorded values
+            for param, lazy, value in zip(params, new, values):
+                if param._grad is lazy:
+                    param._grad = value
+        tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
     if not retain_graph:
         tape.differentiated = True
 
@@ -265,7 +270,7 @@ def value_and_grad(fn: Callable, params: Any, train_mode: bool = True) -> Callab
         by_param = dict(zip(unique, grads))
         frame = functional.compile_frame()
         for param, g in by_param.items():
-            param._accumulate_grad(g, None, frame)
+            param._accumulate_grad(g, frame)
         if names is None:
             return value, [by_param.get(p) for p in plist]
         return value, {n: by_param[p] for n, p in zip(names, plist) if p in by_param}

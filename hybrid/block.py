@@ -98,6 +98,9 @@ class Block(Watched):
             self._children.pop(name, None)
             self._reg_params.pop(name, None)
             self._changed()
+        elif isinstance(value, _lazy.LazyArray):
+            self._set_state_attribute(name, value)
+            return
         elif not name.startswith("_") and _is_traced(value):
             frame = _context.current().frame
             if frame is None:
@@ -106,6 +109,15 @@ class Block(Watched):
                     "transformation) as an attribute; return it from forward instead")
             frame.assign_attribute(self, name, value)
         object.__setattr__(self, name, value)
+
+    def _set_state_attribute(self, name: str, value: Any) -> None:
+        """Set an attribute computed by forward; a recorded value is replaced by its data once computed."""
+        object.__setattr__(self, name, value)
+        if isinstance(value, _lazy.LazyArray) and not value._tape.released:
+            def computed(data, name=name, value=value):
+                if self.__dict__.get(name) is value:
+                    object.__setattr__(self, name, data)
+            value._tape.write(("attribute", self, name), value, computed)
 
     def __delattr__(self, name: str) -> None:
         if name in self._children or name in self._reg_params:

@@ -10,6 +10,7 @@ list's arrays, calls the executable and writes back state outputs.
 """
 from __future__ import annotations
 
+import itertools
 import time
 import warnings
 from operator import attrgetter, is_
@@ -32,6 +33,7 @@ from .parameter import Parameter, unique_params
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                   jax.errors.TracerIntegerConversionError)
 _get_data = attrgetter("_data")
+_TOKENS = itertools.count()  # names a CompiledForward in recorded programs' keys
 
 
 def is_array(x: Any) -> bool:
@@ -232,7 +234,7 @@ class CompiledForward:
         split = None if self.state_index else hoist.split_parameter_work(self.graph, len(self.params))
         self.infer = jax.jit(infer, donate_argnums=self._donate) if split is None else _HoistedInfer(self, split)
         self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
-        self.token = id(self)
+        self.token = next(_TOKENS)
         self._out_avals: list | None = None
 
     def make_forward(self, graph: Graph) -> Callable:
@@ -305,14 +307,14 @@ class CompiledForward:
         for param, state in zip(self.state_params, states):
             set_param(param, state)
         for (block, name), value in zip(self.attributes, states[n:]):
-            object.__setattr__(block, name, value)
+            block._set_state_attribute(name, value)
 
     def record(self, tape: _lazy.Tape, arrays: list, rng: tuple) -> tuple[list, list]:
         """Stage one call on ``tape``; returns lazy (outputs, states)."""
         params = self.params
         if _context.current().frame is None:
             values = list(map(_get_data, params))
-            tape.read_params(params, values)
+            tape.read_params(params, values, keyed=False)  # the entry implies their shapes and dtypes
         else:
             values = [p.data() for p in params]  # noted on the tape as parameter reads
         flat = values + list(arrays) + list(rng)
@@ -325,7 +327,7 @@ class CompiledForward:
             outputs, states = forward(p, rest[:n_arrays], rest[n_arrays:])
             return list(outputs) + list(states)
 
-        results = tape.call(call, self.token, flat, self._out_avals, token=self.token)
+        results = tape.call(call, self.token, flat, self._out_avals, token=self.token, keyed_inputs=False)
         return results[:n_out], results[n_out:]
 
     def out_avals(self, flat: list) -> list:

@@ -268,9 +268,9 @@ class Parameter(Watched):
         self._grad = value
         self._grad_dropped = False
 
-    def _accumulate_grad(self, value: jax.Array, tape: Any = None, frame: Any = None) -> None:
-        """Write or add ``value`` according to grad_req and mark the gradient fresh. ``value`` is
-        staged on ``tape`` (computed with the tape) or belongs to the whole-step ``frame``."""
+    def _accumulate_grad(self, value: jax.Array, frame: Any = None) -> Any:
+        """Write or add ``value`` according to grad_req and mark the gradient fresh; returns the new
+        gradient. ``value`` may belong to the whole-step ``frame``."""
         if frame is not None:
             if self._grad_req == "add":
                 value = frame.read(("grad", self), self._stored_grad) + value
@@ -282,12 +282,7 @@ class Parameter(Watched):
         self._grad = value
         self._grad_fresh = True
         self._grad_dropped = False
-        if tape is not None:
-            tape.write(("grad", self), value, self._set_computed_grad)
-
-    def _set_computed_grad(self, value: jax.Array) -> None:
-        if isinstance(self._grad, _lazy.LazyArray):
-            self._grad = value
+        return value
 
     def _is_fresh(self) -> bool:
         """Whether backward wrote the gradient since the last optimizer step (trace-aware)."""

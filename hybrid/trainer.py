@@ -73,6 +73,7 @@ class Trainer:
         self._scale = self._optimizer.rescale_grad
         self._states: dict[Parameter, tuple] = {}
         self._programs: dict[tuple, Callable] = {}
+        self._flat_updates: dict[tuple, tuple] = {}
         self._trainable_cache: list[Parameter] | None = None
         watch(self, self._params)
         self._placement: Placement | None = None
@@ -103,6 +104,7 @@ class Trainer:
         """A parameter's grad_req or dtype changed: recompute the trainable set and programs."""
         self._trainable_cache = None
         self._programs = {}
+        self._flat_updates = {}
 
     def _trainable(self) -> list[Parameter]:
         params = self._trainable_cache
@@ -179,19 +181,50 @@ class Trainer:
         lr = self._next_learning_rate()
         states = [self._states.get(p) or self._state(p) for p in active]
         weights = list(map(_DATA, active))
-        with _lazy.recording_trace(tape):
-            new_weights, new_states = program[2](weights, grads, states, lr, rescale)
-        del grads
-        for param, weight, old, state, old_state in zip(active, new_weights, weights, new_states, states):
-            param._data = weight
-            tape.write(("data", param), weight, param._set_computed, replaces=old)
-            self._states[param] = tuple(state)
-            for j, (leaf, old_leaf) in enumerate(zip(state, old_state)):
-                tape.write(("state", param, j), leaf, functools.partial(self._set_state_leaf, param, j),
-                           replaces=old_leaf)
+        n = len(active)
+        sizes = [len(s) for s in states]
+        flat_states = [leaf for state in states for leaf in state]
+        args = weights + grads + flat_states + [lr, rescale]
+        call, out_avals = self._flat_update(program, sizes, args)
+        slots = tape.call(call, ("update", program[2], tuple(sizes)), args, out_avals, slots_only=True,
+                          keyed_inputs=False)  # the program is specific to these parameters' shapes
+        del grads, states
+
+        def store(values: list) -> None:
+            at = n
+            for param, weight, size in zip(active, values, sizes):
+                param._data = weight
+                self._states[param] = tuple(values[at:at + size])
+                at += size
+
+        # the old weights and state leaves are held by their parameters and by self._states until store()
+        tape.write_group(("update", self), slots, store, weights + flat_states, holders=1)
+        for param in active:
             param._grad_fresh = False
-        del weights, states, old, old_state, new_weights, new_states, state, weight
+        del weights, flat_states, args
         tape.materialize(final=True)
+
+    def _flat_update(self, program: tuple, sizes: list, args: list) -> tuple[Callable, list]:
+        """The update as a function of flat arrays (weights, grads, state leaves, lr, rescale) returning
+        (new weights, new state leaves), and the shapes of its results (cached)."""
+        key = (program[2], tuple(sizes))
+        cached = self._flat_updates.get(key)
+        if cached is None:
+            update, n = program[2], len(sizes)
+
+            def call(*flat):
+                weights, grads, rest = flat[:n], flat[n:2 * n], flat[2 * n:]
+                states, at = [], 0
+                for size in sizes:
+                    states.append(tuple(rest[at:at + size]))
+                    at += size
+                new_weights, new_states = update(list(weights), list(grads), states, rest[-2], rest[-1])
+                return list(new_weights) + [leaf for state in new_states for leaf in state]
+
+            avals = [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in args[:n]]
+            avals += [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in args[2 * n:-2]]
+            cached = self._flat_updates[key] = (call, avals)
+        return cached
 
     def _set_state_leaf(self, param: Parameter, index: int, value: Any) -> None:
         state = list(self._states[param])
