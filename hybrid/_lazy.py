@@ -372,6 +372,10 @@ def _run_grad(nodes: Sequence[_Node], index: int, node: _Node, env: list) -> lis
     return grads
 
 
+def _identity(value: Any) -> list:
+    return [value]
+
+
 # -- the tape ------------------------------------------------------------------------------
 class Tape:
     """The staged computation of one recording: inputs, nodes, live values, pending writes.
@@ -433,12 +437,22 @@ class Tape:
         if param not in self.param_slots:
             self.param_slots[param] = self.slot_of(value)
 
-    def read_params(self, params: Sequence, values: Sequence, keyed: bool = True) -> None:
-        """:meth:`read_param` for many parameters."""
-        known = self.param_slots
-        for param, value in zip(params, values):
+    def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None = None) -> None:
+        """:meth:`read_param` for many parameters. ``avals`` (their known shapes and dtypes) leaves
+        them out of the key: the caller's node key implies them."""
+        known, avals_list = self.param_slots, self.avals
+        for i, (param, value) in enumerate(zip(params, values)):
             if param not in known:
-                known[param] = self.slot_of(value, keyed)
+                slot = known[param] = self.slot_of(value, avals is None)
+                if avals is not None and avals_list[slot] is None:
+                    avals_list[slot] = avals[i]
+
+    def recorded(self, value: Any) -> Any:
+        """``value`` as a value of this tape: an input array is passed through an identity node."""
+        if isinstance(value, LazyArray) and value._tape is self or id(value) not in self.input_ids:
+            return value
+        slot = self.input_ids[id(value)]
+        return self.add("call", _identity, None, [slot], [self.aval(slot)], ("call", "identity"))[0]
 
     def slot_of(self, value: Any, keyed: bool = True) -> int:
         if isinstance(value, LazyArray) and value._tape is self:
@@ -575,6 +589,9 @@ class Tape:
         else:
             _PROGRAMS.move_to_end(key)
         Stats.flushes += 1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("running a recorded program: %d nodes, %d values computed, %d writes, %d buffers reused",
+                      len(self.nodes), len(out_slots), len(write_cells), len(donate))
         values = self.input_values
         if donate:
             chosen = set(donate)

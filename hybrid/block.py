@@ -264,7 +264,10 @@ class Block(Watched):
         if ctx.recording:
             if self._active and not ctx.eager_only:
                 return self._get_cached_op().record((args, kwargs))
-            return self._run_forward((_to_jax(args), _to_jax(kwargs)))
+            out = self._run_forward((_to_jax(args), _to_jax(kwargs)))
+            if _context.call_depth.value == 1:  # an input returned as it is becomes a recorded value too
+                out = jax.tree_util.tree_map(ctx.tape.recorded, out)
+            return out
         if ctx.frame is not None:
             return ctx.frame.call_block(self, args, kwargs)
         if self._active and not ctx.eager_only:

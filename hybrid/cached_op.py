@@ -236,6 +236,7 @@ class CompiledForward:
         self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
         self.token = next(_TOKENS)
         self._out_avals: list | None = None
+        self._param_avals: list | None = None
 
     def make_forward(self, graph: Graph) -> Callable:
         """``forward(param_values, input_values, rng) -> (outputs, states)`` running ``graph``."""
@@ -314,7 +315,9 @@ class CompiledForward:
         params = self.params
         if _context.current().frame is None:
             values = list(map(_get_data, params))
-            tape.read_params(params, values, keyed=False)  # the entry implies their shapes and dtypes
+            if self._param_avals is None:
+                self._param_avals = [jax.core.ShapedArray(v.shape, v.dtype) for v in values]
+            tape.read_params(params, values, self._param_avals)  # the entry implies their shapes and dtypes
         else:
             values = [p.data() for p in params]  # noted on the tape as parameter reads
         flat = values + list(arrays) + list(rng)

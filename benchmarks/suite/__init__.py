@@ -9,7 +9,9 @@ from importlib import import_module
 
 FRAMEWORKS = OrderedDict([
     ("hybrid_eager", ("hybrid_models", "eager")),
-    ("hybrid_hybridized", ("hybrid_models", "hybridized")),
+    ("hybrid_hybridized", ("hybrid_models", "hybridized")),  # net and loss block hybridized
+    ("hybrid_gluon_loop", ("hybrid_models", "gluon_loop")),  # net hybridized, loss block not
+    ("hybrid_mean_head", ("hybrid_models", "mean_head")),  # as gluon_loop, backward on loss.mean(), step(1)
     ("hybrid_compiled", ("hybrid_models", "compiled")),
     ("jax_handwritten", ("jax_handwritten", None)),
     ("flax_nnx", ("flax_nnx", None)),
