@@ -37,7 +37,7 @@ log = logging.getLogger("hybrid.lazy")
 
 # The JAX versions whose internals (Trace, Tracer, custom_jvp/vjp staging) this module was
 # written and tested against. Outside this range importing hybrid fails loudly.
-SUPPORTED_JAX = ((0, 7, 0), (0, 11, 0))
+SUPPORTED_JAX = ((0, 10, 0), (0, 11, 0))
 
 
 def check_jax_version(version: str = jax.__version__) -> None:
@@ -47,7 +47,7 @@ def check_jax_version(version: str = jax.__version__) -> None:
     if not (low <= parts < high):
         raise ImportError(f"hybrid's recording of imperative code supports jax >= {'.'.join(map(str, low))} and "
                           f"< {'.'.join(map(str, high))}; jax {version} is installed. Install a supported jax "
-                          "(pip install 'jax>=0.7,<0.11').")
+                          "(pip install 'jax>=0.10,<0.11').")
 
 
 check_jax_version()
@@ -572,7 +572,9 @@ class Tape:
         write_cells = list(self.writes)
         write_slots = [s for c in write_cells for s in self.writes[c][0]]
         if out_slots or write_cells:
-            self._run(out_slots, write_cells, write_slots, self._donation(write_cells) if final else ())
+            computed = set(out_slots)
+            out_slots += [s for s in dict.fromkeys(write_slots) if s not in computed]  # each value once
+            self._run(out_slots, write_cells, self._donation(write_cells) if final else ())
         if final:
             self.release()
 
@@ -581,11 +583,11 @@ class Tape:
         self.released = True
         self.nodes, self.input_values, self.input_ids, self.live, self.held = [], [], {}, {}, []
 
-    def _run(self, out_slots: list, write_cells: list, write_slots: list, donate: tuple) -> None:
-        key = (tuple(self.key), tuple(out_slots), tuple(write_slots), donate)
+    def _run(self, out_slots: list, write_cells: list, donate: tuple) -> None:
+        key = (tuple(self.key), tuple(out_slots), donate)
         program = _PROGRAMS.get(key) if self.cacheable else None
         if program is None:
-            program = self._compile(key, out_slots + write_slots, donate)
+            program = self._compile(key, out_slots, donate)
         else:
             _PROGRAMS.move_to_end(key)
         Stats.flushes += 1
@@ -602,17 +604,18 @@ class Tape:
         with core.set_current_trace(self.parent):
             results = program(given, kept)
         del given
-        n = len(out_slots)
         live = self.live
-        for slot, value in zip(out_slots, results[:n]):
-            tracer = live[slot]()
+        for slot, value in zip(out_slots, results):
+            ref = live.get(slot)
+            tracer = ref() if ref is not None else None
             if tracer is not None:
                 tracer._value = value
         writes, self.writes, self.replaced = self.writes, {}, {}
-        for cell in write_cells:
-            slots, setter = writes[cell]
-            setter(results[n:n + len(slots)])
-            n += len(slots)
+        if write_cells:
+            value_of = dict(zip(out_slots, results))
+            for cell in write_cells:
+                slots, setter = writes[cell]
+                setter([value_of[s] for s in slots])
 
     def _donation(self, write_cells: list) -> tuple[int, ...]:
         """Positions (in the input list) of inputs that only the tape and a cell being overwritten hold."""

@@ -45,9 +45,10 @@ class Trainer:
             ``(regex, PartitionSpec)`` pairs) splitting large parameters over mesh axes.
 
     ``step(batch_size)`` rescales gradients by ``1 / batch_size`` and updates every
-    parameter with ``grad_req != 'null'`` in ONE compiled program; old weights and
-    optimizer states are donated, so arrays previously returned by ``data()`` are
-    invalid after a step (read ``data()`` again).
+    parameter with ``grad_req != 'null'`` in ONE compiled program. When ``backward`` was
+    recorded, that program also runs the recorded forward and backward. The buffers of old
+    weights and states are reused for the new ones only when nothing else holds them, so an
+    array taken from ``data()`` before a step keeps its values.
     """
 
     def __init__(self, params: Any, optimizer: str | _opt.Optimizer, optimizer_params: dict | None = None,
