@@ -317,9 +317,11 @@ class Stats:
     flushes = 0
 
 
-def _evaluate(nodes: Sequence[_Node], env: list, stop: int | None = None, override: dict | None = None) -> None:
-    """Run ``nodes[:stop]`` on ``env`` (a list indexed by slot), replacing the values in ``override``."""
-    for index, node in enumerate(nodes if stop is None else nodes[:stop]):
+def _evaluate(nodes: Sequence[_Node], env: list, stop: int | None = None, override: dict | None = None,
+              start: int = 0) -> None:
+    """Run ``nodes[start:stop]`` on ``env`` (a list indexed by slot), replacing the values in ``override``."""
+    for index in range(start, len(nodes) if stop is None else stop):
+        node = nodes[index]
         kind = node.kind
         if kind == "grad":
             outs = _run_grad(nodes, index, node, env)
@@ -440,12 +442,15 @@ class Tape:
     def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None = None) -> None:
         """:meth:`read_param` for many parameters. ``avals`` (their known shapes and dtypes) leaves
         them out of the key: the caller's node key implies them."""
-        known, avals_list = self.param_slots, self.avals
-        for i, (param, value) in enumerate(zip(params, values)):
-            if param not in known:
-                slot = known[param] = self.slot_of(value, avals is None)
-                if avals is not None and avals_list[slot] is None:
-                    avals_list[slot] = avals[i]
+        slots = self.slots_of(values, avals is None)
+        setdefault = self.param_slots.setdefault
+        for param, slot in zip(params, slots):
+            setdefault(param, slot)
+        if avals is not None:
+            avals_list = self.avals
+            for slot, aval in zip(slots, avals):
+                if avals_list[slot] is None:
+                    avals_list[slot] = aval
 
     def recorded(self, value: Any) -> Any:
         """``value`` as a value of this tape: an input array is passed through an identity node."""
@@ -453,6 +458,17 @@ class Tape:
             return value
         slot = self.input_ids[id(value)]
         return self.add("call", _identity, None, [slot], [self.aval(slot)], ("call", "identity"))[0]
+
+    def slots_of(self, values: Sequence, keyed: bool = True) -> list[int]:
+        """:meth:`slot_of` for many values."""
+        ids, out = self.input_ids, []
+        for value in values:
+            if type(value) is LazyArray and value._tape is self:
+                out.append(value._slot)
+                continue
+            slot = ids.get(id(value))
+            out.append(self.input(value, keyed) if slot is None else slot)
+        return out
 
     def slot_of(self, value: Any, keyed: bool = True) -> int:
         if isinstance(value, LazyArray) and value._tape is self:
@@ -484,7 +500,7 @@ class Tape:
         return list(outputs) if slots_only else [self.lazy(s) for s in outputs]
 
     def prim(self, prim: core.Primitive, args: Sequence, params: dict) -> Any:
-        slots = [self.slot_of(t) for t in args]
+        slots = self.slots_of(args)
         avals = tuple(map(self.aval, slots))
         pkey = _params_key(params)
         if pkey is None:
@@ -501,9 +517,7 @@ class Tape:
         ``keyed_inputs=False`` when ``key`` determines the shapes and dtypes of ``args``."""
         if token is not None:
             self.tokens.add(token)
-        slot_of = self.slot_of
-        return self.add("call", fn, None, [slot_of(a, keyed_inputs) for a in args], out_avals, ("call", key),
-                        slots_only)
+        return self.add("call", fn, None, self.slots_of(args, keyed_inputs), out_avals, ("call", key), slots_only)
 
     def region(self, prim: core.Primitive, fun: lu.WrappedFun, tracers: Sequence, rules: tuple, bind: dict,
                rule_key: Any) -> list[LazyArray]:
@@ -541,14 +555,15 @@ class Tape:
 
     def write_group(self, cell: Any, slots: Sequence[int], setter: Callable[[list], None],
                     replaces: Sequence = (), holders: int = 0) -> None:
-        """:meth:`write` for many values at once: ``setter(list of data)``. ``holders`` counts the
-        references to each replaced array that the setter itself drops (the cells still holding it)."""
+        """:meth:`write` for many values at once: ``setter(list of data)``. ``replaces[i]`` is the array
+        that ``slots[i]``'s value replaces; ``holders`` counts the references to each replaced array that
+        the setter itself drops (the cells still holding it)."""
         self.writes[cell] = (tuple(slots), setter)
         ids = self.input_ids
-        for old in replaces:
+        for old, new in zip(replaces, slots):
             slot = ids.get(id(old))
             if slot is not None:
-                self.replaced[slot] = (cell, holders)
+                self.replaced[slot] = (cell, holders, new)
 
     def depends_on(self, heads: Sequence[int]) -> set[int]:
         """The slots (inputs and node outputs) that the slots ``heads`` are computed from."""
@@ -572,9 +587,12 @@ class Tape:
         write_cells = list(self.writes)
         write_slots = [s for c in write_cells for s in self.writes[c][0]]
         if out_slots or write_cells:
-            computed = set(out_slots)
-            out_slots += [s for s in dict.fromkeys(write_slots) if s not in computed]  # each value once
-            self._run(out_slots, write_cells, self._donation(write_cells) if final else ())
+            donate = self._donation(write_cells) if final else ()
+            # each value once; the replacement of every donated input first and in the same order, so
+            # that XLA gives it the donated buffer
+            first = [self.replaced[self.input_slots[i]][2] for i in donate]
+            out_slots = list(dict.fromkeys(first + out_slots + write_slots))
+            self._run(out_slots, write_cells, donate)
         if final:
             self.release()
 
@@ -622,15 +640,16 @@ class Tape:
         if not self.replaced or self.parent is not core.eval_trace:
             return ()
         writing = set(write_cells)
-        position = {s: i for i, s in enumerate(self.input_slots)}
+        position, values, refcount, array = self.input_position, self.input_values, sys.getrefcount, jax.Array
         chosen = []
-        for slot, (cell, holders) in self.replaced.items():
+        for slot, (cell, holders, _) in self.replaced.items():
             if cell in writing:
-                value = self.input_values[position[slot]]
-                # references: the input list, getrefcount's argument, `value` and the cells being overwritten
-                if isinstance(value, jax.Array) and sys.getrefcount(value) <= 3 + holders:
-                    chosen.append(position[slot])
-        return tuple(sorted(chosen))
+                at = position[slot]
+                # references: the input list, getrefcount's argument and the cells being overwritten
+                if refcount(values[at]) <= 2 + holders and isinstance(values[at], array):
+                    chosen.append(at)
+        chosen.sort()
+        return tuple(chosen)
 
     def _compile(self, key: tuple, outputs: list[int], donate: tuple[int, ...]) -> Callable:
         nodes, n_slots = list(self.nodes), len(self.avals)
@@ -638,13 +657,20 @@ class Tape:
         donated_slots = [self.input_slots[i] for i in donate]
         kept_slots = [s for i, s in enumerate(self.input_slots) if i not in chosen]
 
+        # A gradient node differentiating tape inputs replays the nodes before it under jax.vjp and
+        # keeps their values: running them first as well would only trace them twice.
+        inputs = set(self.input_slots)
+        start = next((i for i, n in enumerate(nodes) if n.kind == "grad"), 0)
+        if start and not inputs.issuperset(nodes[start].params[2]):
+            start = 0
+
         def run(given, kept):
             env = [None] * n_slots
             for slot, value in zip(donated_slots, given):
                 env[slot] = value
             for slot, value in zip(kept_slots, kept):
                 env[slot] = value
-            _evaluate(nodes, env)
+            _evaluate(nodes, env, start=start)
             return [env[s] for s in outputs]
 
         program = jax.jit(run, donate_argnums=(0,) if donate else ())

@@ -262,8 +262,8 @@ class Block(Watched):
         if ctx.frame is not None:
             ctx.frame.note_call(self)
         if ctx.recording:
-            if self._active and not ctx.eager_only:
-                return self._get_cached_op().record((args, kwargs))
+            if not ctx.eager_only and (self._active or self._records_compiled()):
+                return self._get_recorded_op().record((args, kwargs))
             out = self._run_forward((_to_jax(args), _to_jax(kwargs)))
             if _context.call_depth.value == 1:  # an input returned as it is becomes a recorded value too
                 out = jax.tree_util.tree_map(ctx.tape.recorded, out)
@@ -331,6 +331,10 @@ class Block(Watched):
 
     def _get_cached_op(self) -> cached_op.CachedOp:
         raise HybridizeError(f"{type(self).__name__} is a plain Block and cannot be hybridized")
+
+    def _records_compiled(self) -> bool:
+        """Whether a call inside ``record()`` is staged as one compiled call even when not hybridized."""
+        return False
 
     # -- persistence ------------------------------------------------------------------------
     def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
@@ -508,6 +512,23 @@ class HybridBlock(Block):
         if op is None:
             op = cached_op.CachedOp(self, self._passes, getattr(self, "_remat", None))
             object.__setattr__(self, "_cached_op", op)
+        return op
+
+    def _records_compiled(self) -> bool:
+        # hybrid's own layers have pure forwards: a tree of them without hooks is recorded as one
+        # compiled call (its un-optimised graph), not operation by operation
+        if self._forward_hooks or self._forward_pre_hooks or not type(self).__module__.startswith("hybrid."):
+            return False
+        return all(child._records_compiled() for child in self._children.values())
+
+    def _get_recorded_op(self) -> cached_op.CachedOp:
+        """The compiled calls used inside ``record()``: the hybridized ones, else un-optimised ones."""
+        if self._active:
+            return self._get_cached_op()
+        op = self.__dict__.get("_recorded_op")
+        if op is None:
+            op = cached_op.CachedOp(self, (), None)
+            object.__setattr__(self, "_recorded_op", op)
         return op
 
     def _clear_cached(self) -> None:

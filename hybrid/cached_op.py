@@ -167,8 +167,10 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
     graph = from_jaxpr(closed, names)
     if not info["uses_rng"]:
         graph = _drop_rng_inputs(graph)
-    return TraceResult(graph, params, info["states"], info["out_tree"], info["uses_rng"], info["n_out"],
-                       info["attributes"], attr_inputs)
+    result = TraceResult(graph, params, info["states"], info["out_tree"], info["uses_rng"], info["n_out"],
+                         info["attributes"], attr_inputs)
+    result.out_avals = list(closed.out_avals)  # outputs, then states and attributes
+    return result
 
 
 def _drop_rng_inputs(graph: Graph) -> Graph:
@@ -235,7 +237,7 @@ class CompiledForward:
         self.infer = jax.jit(infer, donate_argnums=self._donate) if split is None else _HoistedInfer(self, split)
         self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
         self.token = next(_TOKENS)
-        self._out_avals: list | None = None
+        self._out_avals = traced.out_avals
         self._param_avals: list | None = None
 
     def make_forward(self, graph: Graph) -> Callable:
@@ -321,8 +323,6 @@ class CompiledForward:
         else:
             values = [p.data() for p in params]  # noted on the tape as parameter reads
         flat = values + list(arrays) + list(rng)
-        if self._out_avals is None:
-            self._out_avals = self.out_avals(flat)
         n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, self.forward
 
         def call(*flat_values):
@@ -332,18 +332,6 @@ class CompiledForward:
 
         results = tape.call(call, self.token, flat, self._out_avals, token=self.token, keyed_inputs=False)
         return results[:n_out], results[n_out:]
-
-    def out_avals(self, flat: list) -> list:
-        n_params = len(self.params)
-        n_inputs = len(flat) - n_params - (2 if self.uses_rng else 0)
-
-        def run(*values):
-            outputs, states = self.forward(values[:n_params], values[n_params:n_params + n_inputs],
-                                           values[n_params + n_inputs:])
-            return list(outputs) + list(states)
-        with functional.no_frame():
-            shapes = jax.eval_shape(run, *[jax.ShapeDtypeStruct(v.shape, v.dtype) for v in flat])
-        return [jax.core.ShapedArray(s.shape, s.dtype) for s in shapes]
 
 
 class CachedOp:

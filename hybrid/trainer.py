@@ -163,7 +163,7 @@ class Trainer:
             self._update_recorded(tape, program, active, grads, rescale)
             return
         lr = self._next_learning_rate()
-        states = [self._states.get(p) or self._state(p) for p in active]
+        states = self._states_of(active)
         weights = list(map(_DATA, active))
         # reuse the old weights' buffers unless someone besides the parameter holds one
         # (references: the parameter, `weights`, getrefcount's argument)
@@ -180,7 +180,7 @@ class Trainer:
         """The update staged on the recording that computed the gradients, then the whole step run
         as one program (old weights and states donated where nothing else holds them)."""
         lr = self._next_learning_rate()
-        states = [self._states.get(p) or self._state(p) for p in active]
+        states = self._states_of(active)
         weights = list(map(_DATA, active))
         n = len(active)
         sizes = [len(s) for s in states]
@@ -251,6 +251,16 @@ class Trainer:
             param.set_data(weight)
             frame.write(key, getter, functools.partial(self._states.__setitem__, param), state)
             param._mark_consumed()
+
+    def _states_of(self, params: list[Parameter]) -> list[tuple]:
+        """The optimizer states of ``params``; missing ones are created together in one program."""
+        missing = [p for p in params if p not in self._states]
+        if len(missing) > 1 and self._placement is None:
+            create = self._optimizer.create_state
+            with functional.no_frame():
+                created = jax.jit(lambda weights: [tuple(create(w)) for w in weights])([p._data for p in missing])
+            self._states.update(zip(missing, created))
+        return [self._states.get(p) or self._state(p) for p in params]
 
     def _state(self, param: Parameter) -> tuple:
         state = self._states.get(param)
