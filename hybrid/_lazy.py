@@ -427,6 +427,10 @@ class Tape:
         self.key.append(_input_key(value) if keyed else _IMPLIED)
         return slot
 
+    def value_of(self, slot: int) -> Any:
+        """The array of an input slot."""
+        return self.input_values[self.input_position[slot]]
+
     def aval(self, slot: int) -> Any:
         """The abstract value (shape, dtype) of a slot."""
         aval = self.avals[slot]
@@ -442,8 +446,14 @@ class Tape:
     def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None = None) -> None:
         """:meth:`read_param` for many parameters. ``avals`` (their known shapes and dtypes) leaves
         them out of the key: the caller's node key implies them."""
+        known = self.param_slots
+        if avals is not None and not any(map(known.__contains__, params)):
+            slots = self.new_inputs(values, avals)
+            if slots is not None:
+                known.update(zip(params, slots))
+                return
         slots = self.slots_of(values, avals is None)
-        setdefault = self.param_slots.setdefault
+        setdefault = known.setdefault
         for param, slot in zip(params, slots):
             setdefault(param, slot)
         if avals is not None:
@@ -452,6 +462,24 @@ class Tape:
                 if avals_list[slot] is None:
                     avals_list[slot] = aval
 
+    def new_inputs(self, values: Sequence, avals: Sequence | None = None) -> range | None:
+        """Slots for arrays none of which is on the tape yet, all at once, with one key part (the
+        caller's node key implies their shapes and dtypes, or ``avals`` gives them); None when one
+        of them is on the tape already or is a LazyArray."""
+        ids = self.input_ids
+        keys = list(map(id, values))
+        if any(map(ids.__contains__, keys)) or any(isinstance(v, LazyArray) for v in values):
+            return None
+        start, n, at = len(self.avals), len(values), len(self.input_values)
+        slots = range(start, start + n)
+        self.avals.extend(avals if avals is not None else [None] * n)
+        self.input_position.update(zip(slots, range(at, at + n)))
+        self.input_slots.extend(slots)
+        self.input_values.extend(values)
+        ids.update(zip(keys, slots))
+        self.key.append(("inputs", n))
+        return slots
+
     def recorded(self, value: Any) -> Any:
         """``value`` as a value of this tape: an input array is passed through an identity node."""
         if isinstance(value, LazyArray) and value._tape is self or id(value) not in self.input_ids:
@@ -459,15 +487,30 @@ class Tape:
         slot = self.input_ids[id(value)]
         return self.add("call", _identity, None, [slot], [self.aval(slot)], ("call", "identity"))[0]
 
+    def detached(self, slots: Sequence[int]) -> list[LazyArray]:
+        """LazyArrays for ``slots`` that materialisation does not track: a write must set their values."""
+        trace, avals = self.trace, self.avals
+        return [LazyArray(trace, avals[s], s) for s in slots]
+
     def slots_of(self, values: Sequence, keyed: bool = True) -> list[int]:
-        """:meth:`slot_of` for many values."""
+        """:meth:`slot_of` for many values (the common cases of :meth:`input` inlined: this runs for
+        every parameter and optimizer state of every step)."""
         ids, out = self.input_ids, []
+        avals, position, input_slots, input_values, key = (self.avals, self.input_position, self.input_slots,
+                                                           self.input_values, self.key)
         for value in values:
-            if type(value) is LazyArray and value._tape is self:
-                out.append(value._slot)
+            if type(value) is LazyArray:
+                out.append(value._slot if value._tape is self else self.input(value, keyed))
                 continue
             slot = ids.get(id(value))
-            out.append(self.input(value, keyed) if slot is None else slot)
+            if slot is None:
+                slot = ids[id(value)] = len(avals)
+                avals.append(None)
+                position[slot] = len(input_values)
+                input_slots.append(slot)
+                input_values.append(value)
+                key.append(_input_key(value) if keyed else _IMPLIED)
+            out.append(slot)
         return out
 
     def slot_of(self, value: Any, keyed: bool = True) -> int:
@@ -536,8 +579,8 @@ class Tape:
         return self.add("region", prim, params, in_slots, out_avals,
                         ("region", prim, rule_key, inner_key, tuple(out_slots)))
 
-    def grad(self, heads: Sequence, head_grads: Sequence, wrt_slots: Sequence[int], create_graph: bool
-             ) -> list[LazyArray]:
+    def grad(self, heads: Sequence, head_grads: Sequence, wrt_slots: Sequence[int], create_graph: bool,
+             slots_only: bool = False) -> list:
         """Stage the gradients of ``sum(head * head_grad)`` with respect to the values in ``wrt_slots``."""
         head_slots = [self.slot_of(h) for h in heads]
         grad_slots = [None if g is None else self.slot_of(g) for g in head_grads]
@@ -545,7 +588,7 @@ class Tape:
         ins = [s for s in head_slots + grad_slots if s is not None]
         return self.add("grad", None, (head_slots, grad_slots, wrt_slots, create_graph), ins,
                         [self.aval(s) for s in wrt_slots],
-                        ("grad", tuple(head_slots), tuple(grad_slots), tuple(wrt_slots), create_graph))
+                        ("grad", tuple(head_slots), tuple(grad_slots), tuple(wrt_slots), create_graph), slots_only)
 
     def write(self, cell: Any, value: Any, setter: Callable[[Any], None], replaces: Any = None) -> None:
         """Call ``setter(value's data)`` at the next materialisation. ``replaces`` is the array the
@@ -554,7 +597,7 @@ class Tape:
                          () if replaces is None else (replaces,))
 
     def write_group(self, cell: Any, slots: Sequence[int], setter: Callable[[list], None],
-                    replaces: Sequence = (), holders: int = 0) -> None:
+                    replaces: Sequence = (), holders: int = 0, replaced_slots: Sequence[int] = ()) -> None:
         """:meth:`write` for many values at once: ``setter(list of data)``. ``replaces[i]`` is the array
         that ``slots[i]``'s value replaces; ``holders`` counts the references to each replaced array that
         the setter itself drops (the cells still holding it)."""
@@ -564,6 +607,8 @@ class Tape:
             slot = ids.get(id(old))
             if slot is not None:
                 self.replaced[slot] = (cell, holders, new)
+        entry = (cell, holders)
+        self.replaced.update(zip(replaced_slots, [entry + (new,) for new in slots]))
 
     def depends_on(self, heads: Sequence[int]) -> set[int]:
         """The slots (inputs and node outputs) that the slots ``heads`` are computed from."""

@@ -179,8 +179,9 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     tape = _tape_of(heads, "backward()")
     head_grads = _head_grads(heads, head_grads, "backward()")
     needed = tape.depends_on([tape.slot_of(h) for h in heads])
-    trainable = [p for p in tape.param_slots if p.grad_req != "null"]
-    params = [p for p in trainable if tape.param_slots[p] in needed]
+    param_slots = tape.param_slots
+    trainable = [p for p in param_slots if p._grad_req != "null"]
+    params = [p for p in trainable if param_slots[p] in needed]
     if not params:
         if trainable:
             raise AutogradError(
@@ -188,16 +189,26 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
                 "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
         return  # nothing trainable was recorded: no gradient to write
-    grads = tape.grad(heads, head_grads, [tape.param_slots[p] for p in params], create_graph=False)
     frame = functional.compile_frame()
-    with _lazy.recording_trace(tape):
-        new = [param._accumulate_grad(g, frame) for param, g in zip(params, grads)]
+    if frame is None and all(p._grad_req == "write" for p in params):
+        # the common case, without a Python call per parameter: each gradient is a LazyArray whose
+        # data the step's program writes (it is not tracked as live: the write sets its value)
+        slots = tape.grad(heads, head_grads, list(map(param_slots.__getitem__, params)), False, slots_only=True)
+        new = tape.detached(slots)
+        for param, g in zip(params, new):
+            param._grad, param._grad_fresh, param._grad_dropped = g, True, False
+    else:
+        grads = tape.grad(heads, head_grads, [param_slots[p] for p in params], create_graph=False)
+        with _lazy.recording_trace(tape):
+            new = [param._accumulate_grad(g, frame) for param, g in zip(params, grads)]
+        slots = None if frame is not None else [tape.slot_of(g) for g in new]
     if frame is None:
         def computed(values: list) -> None:  # the gradients' data replaces the recorded values
             for param, lazy, value in zip(params, new, values):
+                lazy._value = value
                 if param._grad is lazy:
                     param._grad = value
-        tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
+        tape.write_group(object(), slots, computed)
     if not retain_graph:
         tape.differentiated = True
 

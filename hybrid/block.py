@@ -262,7 +262,7 @@ class Block(Watched):
         if ctx.frame is not None:
             ctx.frame.note_call(self)
         if ctx.recording:
-            if not ctx.eager_only and (self._active or self._records_compiled()):
+            if not ctx.eager_only and (self._active or self._runs_compiled()):
                 return self._get_recorded_op().record((args, kwargs))
             out = self._run_forward((_to_jax(args), _to_jax(kwargs)))
             if _context.call_depth.value == 1:  # an input returned as it is becomes a recorded value too
@@ -270,8 +270,8 @@ class Block(Watched):
             return out
         if ctx.frame is not None:
             return ctx.frame.call_block(self, args, kwargs)
-        if self._active and not ctx.eager_only:
-            return self._get_cached_op()((args, kwargs))
+        if not ctx.eager_only and (self._active or self._runs_compiled()):
+            return self._get_recorded_op()((args, kwargs))
         return self._run_forward((_to_jax(args), _to_jax(kwargs)))
 
     def _run_forward(self, packed: tuple) -> Any:
@@ -332,8 +332,8 @@ class Block(Watched):
     def _get_cached_op(self) -> cached_op.CachedOp:
         raise HybridizeError(f"{type(self).__name__} is a plain Block and cannot be hybridized")
 
-    def _records_compiled(self) -> bool:
-        """Whether a call inside ``record()`` is staged as one compiled call even when not hybridized."""
+    def _runs_compiled(self) -> bool:
+        """Whether a call runs as one compiled call (un-optimised graph) even when not hybridized."""
         return False
 
     # -- persistence ------------------------------------------------------------------------
@@ -514,15 +514,15 @@ class HybridBlock(Block):
             object.__setattr__(self, "_cached_op", op)
         return op
 
-    def _records_compiled(self) -> bool:
-        # hybrid's own layers have pure forwards: a tree of them without hooks is recorded as one
-        # compiled call (its un-optimised graph), not operation by operation
+    def _runs_compiled(self) -> bool:
+        # hybrid's own layers have pure forwards: a tree of them without hooks runs as one compiled
+        # call (its un-optimised graph), not operation by operation
         if self._forward_hooks or self._forward_pre_hooks or not type(self).__module__.startswith("hybrid."):
             return False
-        return all(child._records_compiled() for child in self._children.values())
+        return all(child._runs_compiled() for child in self._children.values())
 
     def _get_recorded_op(self) -> cached_op.CachedOp:
-        """The compiled calls used inside ``record()``: the hybridized ones, else un-optimised ones."""
+        """The compiled calls of this block: the hybridized ones, else un-optimised ones."""
         if self._active:
             return self._get_cached_op()
         op = self.__dict__.get("_recorded_op")

@@ -183,12 +183,18 @@ class Trainer:
         states = self._states_of(active)
         weights = list(map(_DATA, active))
         n = len(active)
-        sizes = [len(s) for s in states]
+        sizes = tuple(map(len, states))
         flat_states = [leaf for state in states for leaf in state]
-        args = weights + grads + flat_states + [lr, rescale]
-        call, out_avals = self._flat_update(program, sizes, args)
-        slots = tape.call(call, ("update", program[2], tuple(sizes)), args, out_avals, slots_only=True,
-                          keyed_inputs=False)  # the program is specific to these parameters' shapes
+        call, out_avals = self._flat_update(program, sizes, weights, flat_states)
+        # slots of the weights as recorded (when the recorded arrays are still the parameters' data),
+        # the gradients, and the states and hyperparameters, added at once
+        weight_slots = list(map(tape.param_slots.get, active))
+        if None in weight_slots or not all(map(operator.is_, map(tape.value_of, weight_slots), weights)):
+            weight_slots = tape.slots_of(weights, False)
+        state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
+        in_slots = weight_slots + [g._slot for g in grads] + list(state_slots) + tape.slots_of((lr, rescale))
+        slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes),
+                         slots_only=True)
         del grads, states
 
         def store(values: list) -> None:
@@ -199,16 +205,16 @@ class Trainer:
                 at += size
 
         # the old weights and state leaves are held by their parameters and by self._states until store()
-        tape.write_group(("update", self), slots, store, weights + flat_states, holders=1)
+        tape.write_group(("update", self), slots, store, holders=1, replaced_slots=weight_slots + list(state_slots))
         for param in active:
             param._grad_fresh = False
-        del weights, flat_states, args
+        del weights, flat_states
         tape.materialize(final=True)
 
-    def _flat_update(self, program: tuple, sizes: list, args: list) -> tuple[Callable, list]:
+    def _flat_update(self, program: tuple, sizes: tuple, weights: list, flat_states: list) -> tuple[Callable, list]:
         """The update as a function of flat arrays (weights, grads, state leaves, lr, rescale) returning
         (new weights, new state leaves), and the shapes of its results (cached)."""
-        key = (program[2], tuple(sizes))
+        key = (program[2], sizes)
         cached = self._flat_updates.get(key)
         if cached is None:
             update, n = program[2], len(sizes)
@@ -222,8 +228,7 @@ class Trainer:
                 new_weights, new_states = update(list(weights), list(grads), states, rest[-2], rest[-1])
                 return list(new_weights) + [leaf for state in new_states for leaf in state]
 
-            avals = [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in args[:n]]
-            avals += [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in args[2 * n:-2]]
+            avals = [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in weights + flat_states]
             cached = self._flat_updates[key] = (call, avals)
         return cached
 
