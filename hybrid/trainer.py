@@ -192,7 +192,8 @@ class Trainer:
         if None in weight_slots or not all(map(operator.is_, map(tape.value_of, weight_slots), weights)):
             weight_slots = tape.slots_of(weights, False)
         state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
-        in_slots = weight_slots + [g._slot for g in grads] + list(state_slots) + tape.slots_of((lr, rescale))
+        # gradients recorded on another tape (several record() scopes before one step) enter as inputs
+        in_slots = weight_slots + tape.slots_of(grads) + list(state_slots) + tape.slots_of((lr, rescale))
         slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes),
                          slots_only=True)
         del grads, states

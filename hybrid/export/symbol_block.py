@@ -119,6 +119,9 @@ class SymbolBlock(HybridBlock):
     (initial values); the others start uninitialised (call ``initialize()``).
     """
 
+    def _runs_compiled(self) -> bool:
+        return False  # its forward runs its graph and draws random keys as the exporting block did
+
     def __init__(self, outputs: Value | Sequence[Value], inputs: Value | Sequence[Value],
                  params: dict[str, Any] | None = None):
         super().__init__()

@@ -1,0 +1,178 @@
+"""The recorded Gluon loop against the best hand-written JAX step, side by side in one run.
+
+    python benchmarks/bench_recorded_step.py [--rounds 15] [--steps 30]
+
+Model: 33 x Dense(64, tanh) + Dense(10), batch 32, softmax cross-entropy, SGD with momentum 0.9.
+The limit is one ``jax.jit`` of forward, loss, backward and update over flat parameter lists with
+donated buffers. Printed, each as a ratio to the limit:
+
+- steady-state time per step (medians of interleaved rounds) of the loop as users write it: net
+  hybridized and loss block not (``gluon_loop``), the same with an ``l.mean()`` head, nothing
+  hybridized (``eager``), and ``hybrid.compile`` of the same step;
+- the first step (tracing and compiling included), each measured in a fresh process;
+- XLA's memory figure of the step's program (temporaries + arguments + outputs - aliased bytes).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+WIDTH, DEPTH, CLASSES, BATCH, LR, MOMENTUM = 64, 33, 10, 32, 0.01, 0.9
+
+
+def data():
+    import jax.numpy as jnp
+    rng = np.random.default_rng(0)
+    return (jnp.asarray(rng.random((BATCH, WIDTH), dtype=np.float32)),
+            jnp.asarray(rng.integers(0, CLASSES, BATCH)))
+
+
+def limit_step():
+    """The hand-written step: returns ``run() -> loss`` and its jitted program with arguments."""
+    import jax
+    import jax.numpy as jnp
+    x, y = data()
+    rng = np.random.default_rng(1)
+    shapes = [(WIDTH, WIDTH)] * DEPTH + [(CLASSES, WIDTH)]
+    params = [jnp.asarray(rng.standard_normal(s, dtype=np.float32) * 0.1) for s in shapes]
+    params += [jnp.zeros(s[0], jnp.float32) for s in shapes]
+    moms = [jnp.zeros_like(p) for p in params]
+
+    def loss(ps):
+        h = x
+        for w, b in zip(ps[:DEPTH], ps[DEPTH + 1:2 * DEPTH + 1]):
+            h = jnp.tanh(h @ w.T + b)
+        out = h @ ps[DEPTH].T + ps[-1]
+        return jnp.mean(-jnp.take_along_axis(jax.nn.log_softmax(out), y[:, None], axis=1))
+
+    def step(ps, ms):
+        value, grads = jax.value_and_grad(loss)(ps)
+        ms = [MOMENTUM * m + g for m, g in zip(ms, grads)]
+        return [p - LR * m for p, m in zip(ps, ms)], ms, value
+
+    program = jax.jit(step, donate_argnums=(0, 1))
+    state = {"p": params, "m": moms}
+
+    def run():
+        state["p"], state["m"], value = program(state["p"], state["m"])
+        return value
+    return run, program, (params, moms)
+
+
+def hybrid_step(variant: str):
+    """The Gluon loop: returns ``run() -> an updated parameter array``."""
+    import hybrid
+    from hybrid import Trainer, autograd, nn
+    from hybrid import loss as losses
+    x, y = data()
+    net = nn.HybridSequential()
+    for _ in range(DEPTH):
+        net.add(nn.Dense(WIDTH, activation="tanh", in_units=WIDTH))
+    net.add(nn.Dense(CLASSES, in_units=WIDTH))
+    net.initialize(hybrid.init.Xavier())
+    if variant in ("gluon_loop", "mean_head"):
+        net.hybridize()
+    loss_fn = losses.SoftmaxCELoss()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": LR, "momentum": MOMENTUM})
+    weight = net[0].weight
+
+    def step(x, y):
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+            if variant == "mean_head":
+                loss = loss.mean()
+        autograd.backward(loss)
+        trainer.step(1 if variant == "mean_head" else BATCH)
+        return loss
+
+    step_fn = hybrid.compile(step) if variant == "compiled" else step
+
+    def run():
+        step_fn(x, y)
+        return weight._data
+    return run
+
+
+VARIANTS = ("gluon_loop", "mean_head", "eager", "compiled")
+
+
+def first_step(variant: str) -> float:
+    """Seconds of the first step (trace, compile, run) in a fresh process."""
+    code = ("import time, jax, sys; sys.path.insert(0, '.'); from benchmarks.bench_recorded_step import *; "
+            f"run = {'limit_step()[0]' if variant == 'limit' else f'hybrid_step({variant!r})'}; "
+            "t = time.perf_counter(); jax.block_until_ready(run()); print(time.perf_counter() - t)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
+def xla_bytes(program, *args) -> int:
+    import jax
+    specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jax.numpy.result_type(a)), args)
+    analysis = program.lower(*specs).compile().memory_analysis()
+    return int(analysis.temp_size_in_bytes + analysis.argument_size_in_bytes + analysis.output_size_in_bytes
+               - analysis.alias_size_in_bytes)
+
+
+def recorded_program_bytes() -> int:
+    """XLA's memory figure of the recorded gluon_loop step's program, as compiled by the recorder."""
+    from hybrid import _lazy
+    captured = {}
+    run_program = _lazy.Tape._run
+
+    def capture(tape, out_slots, write_cells, donate):
+        key = (tuple(tape.key), tuple(out_slots), donate)
+        chosen = set(donate)
+        captured["args"] = ([tape.input_values[i] for i in donate],
+                            [v for i, v in enumerate(tape.input_values) if i not in chosen])
+        run_program(tape, out_slots, write_cells, donate)
+        captured["program"] = _lazy._PROGRAMS[key]
+    _lazy.Tape._run = capture
+    try:
+        run = hybrid_step("gluon_loop")
+        run()
+        run()
+    finally:
+        _lazy.Tape._run = run_program
+    return xla_bytes(captured["program"], *captured["args"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args()
+    import jax
+    limit, program, limit_args = limit_step()
+    runs = {"limit": limit, **{v: hybrid_step(v) for v in VARIANTS}}
+    for run in runs.values():
+        for _ in range(10):
+            jax.block_until_ready(run())
+    times: dict[str, list] = {name: [] for name in runs}
+    for _ in range(args.rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                out = run()
+            jax.block_until_ready(out)
+            times[name].append((time.perf_counter() - start) / args.steps * 1e3)
+    base = statistics.median(times["limit"])
+    print(f"steady state, ms per step (median of {args.rounds} interleaved rounds of {args.steps} steps)")
+    for name, samples in times.items():
+        print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
+    firsts = {name: first_step(name) for name in ("limit",) + VARIANTS}
+    print("first step, s (fresh process each)")
+    for name, seconds in firsts.items():
+        print(f"  {name:11s} {seconds:8.3f}  {seconds / firsts['limit']:5.2f}x")
+    limit_bytes = xla_bytes(program, *limit_args)
+    recorded = recorded_program_bytes()
+    print("XLA memory of the step's program, bytes (temp + arguments + outputs - aliased)")
+    print(f"  limit       {limit_bytes:10d}  1.00x\n  gluon_loop  {recorded:10d}  {recorded / limit_bytes:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
