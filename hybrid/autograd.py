@@ -196,7 +196,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         slots = tape.grad(heads, head_grads, list(map(param_slots.__getitem__, params)), False, slots_only=True)
         new = tape.detached(slots)
         for param, g in zip(params, new):
-            param._grad, param._grad_fresh, param._grad_dropped = g, True, False
+            param._assign_grad(g)
     else:
         grads = tape.grad(heads, head_grads, [param_slots[p] for p in params], create_graph=False)
         with _lazy.recording_trace(tape):
@@ -207,7 +207,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
             for param, lazy, value in zip(params, new, values):
                 lazy._value = value
                 if param._grad is lazy:
-                    param._grad = value
+                    param._assign_grad(value, param._grad_fresh)
         tape.write_group(object(), slots, computed)
     if not retain_graph:
         tape.differentiated = True

@@ -400,7 +400,7 @@ class CachedOp:
 
 
 def _set_param_data(param: Parameter, value: Any) -> None:
-    param._data = value
+    param._assign(value)
 
 
 class _HoistedInfer:

@@ -57,9 +57,9 @@ class _Program:
         for setter, value in zip(self.setters, writes):
             setter(value)
         for param, fresh in self.fresh:
-            param._grad_fresh = fresh
+            param._set_fresh(fresh)
         for param in self.dropped:
-            param._grad, param._grad_dropped = None, True
+            param._drop_grad()
         return jax.tree_util.tree_unflatten(self.info["out_tree"], outputs)
 
 

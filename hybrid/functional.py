@@ -149,7 +149,7 @@ class CompileFrame(Frame):
 
     def store(self, param, value: Any) -> None:
         def setter(new, p=param):
-            p._data = new
+            p._assign(new)
         self.write(("data", param), lambda p=param: p._data, setter, value)
 
     def note_call(self, block: Any) -> None:

@@ -217,6 +217,23 @@ class Parameter(Watched):
         self._data = array
         self._deferred = None
 
+    # -- the state interface of other modules (no checks: callers hold arrays of the right shape) --
+    def _assign(self, value: Any) -> None:
+        """Replace the data by an array of the parameter's shape and dtype (an update's result)."""
+        self._data = value
+
+    def _assign_grad(self, value: Any, fresh: bool = True) -> None:
+        """Replace the gradient; ``fresh`` marks it as written by backward since the last step."""
+        self._grad, self._grad_fresh, self._grad_dropped = value, fresh, False
+
+    def _set_fresh(self, fresh: bool) -> None:
+        """Mark the gradient as written since the last step (or consumed by one)."""
+        self._grad_fresh = fresh
+
+    def _drop_grad(self) -> None:
+        """The gradient was consumed inside a compiled step and not kept."""
+        self._grad, self._grad_dropped = None, True
+
     def _check_shape(self, shape: tuple) -> None:
         if self._shape is not None and _shape_known(self._shape) and tuple(shape) != self._shape:
             raise ShapeError(f"Parameter {self._name!r} expects shape {self._shape}, got {tuple(shape)}")

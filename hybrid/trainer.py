@@ -171,8 +171,8 @@ class Trainer:
         new_weights, new_states = program[0 if donate else 1](weights, grads, states, lr, rescale)
         del weights, grads
         for param, weight, state in zip(active, new_weights, new_states):
-            param._data = weight
-            param._grad_fresh = False
+            param._assign(weight)
+            param._set_fresh(False)
             self._states[param] = state
 
     def _update_recorded(self, tape: _lazy.Tape, program: tuple, active: list[Parameter], grads: list,
@@ -201,14 +201,14 @@ class Trainer:
         def store(values: list) -> None:
             at = n
             for param, weight, size in zip(active, values, sizes):
-                param._data = weight
+                param._assign(weight)
                 self._states[param] = tuple(values[at:at + size])
                 at += size
 
         # the old weights and state leaves are held by their parameters and by self._states until store()
         tape.write_group(("update", self), slots, store, holders=1, replaced_slots=weight_slots + list(state_slots))
         for param in active:
-            param._grad_fresh = False
+            param._set_fresh(False)
         del weights, flat_states
         tape.materialize(final=True)
 

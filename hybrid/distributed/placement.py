@@ -125,9 +125,9 @@ class Placement:
                 spec = self.rules.spec_for(name) if self.rules is not None else PartitionSpec()
                 sharding = parameter_sharding(name, tuple(param._data.shape), self.mesh, spec)
                 self.shardings[param] = sharding
-                param._data = _put(param._data, sharding)
+                param._assign(_put(param._data, sharding))
                 if param._grad is not None:
-                    param._grad = _put(param._grad, sharding)
+                    param._assign_grad(_put(param._grad, sharding), param._grad_fresh)
         self._pending = waiting
 
     def place_state(self, param: Parameter, state: tuple) -> tuple:
