@@ -40,11 +40,6 @@ class Context:
         return Context(**fields)
 
     @property
-    def recording_tape(self) -> Any:
-        """The tape that operations are recorded on, or None."""
-        return self.tape if self.recording else None
-
-    @property
     def compile_frame(self) -> Any:
         """The frame of the enclosing ``hybrid.compile`` step, or None."""
         frame = self.frame

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import Block, HybridBlock, Parameter, Trainer, autograd, init, loss, nn
+from hybrid import Block, HybridBlock, Parameter, Trainer, _lazy, autograd, init, loss, nn
 from hybrid.errors import AutogradError
 
 from conftest import assert_close
@@ -601,3 +601,25 @@ def test_check_jax_version():
         hybrid._lazy.check_jax_version("99.0.0")
     hybrid._lazy.check_jax_version(jax.__version__)
     hybrid._lazy.check_jax_version()
+
+
+def test_structural_change_releases_the_programs_that_used_the_block():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, in_units=3), nn.Dense(2, in_units=4))
+    net.initialize()
+    net.hybridize()
+    trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    x = np.ones((2, 3), np.float32)
+
+    def step():
+        with autograd.record():
+            loss = net(x).sum()
+        autograd.backward(loss)
+        trainer.step(1)
+
+    step()
+    cached = _lazy.cached_programs()
+    net[1].weight.grad_req = "null"  # the hybridized net's compiled calls depend on it
+    assert _lazy.cached_programs() == cached - 1  # the step's program is released with them
+    step()
+    assert _lazy.cached_programs() == cached
