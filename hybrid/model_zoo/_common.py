@@ -1,6 +1,7 @@
 """Argument checks and named model constructors shared by the model families."""
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 
@@ -11,8 +12,14 @@ def check_classes(layer: str, classes: Any) -> int:
     return classes
 
 
-def no_pretrained(name: str, pretrained: bool) -> None:
-    """Gluon's ``pretrained=True`` downloads weights; hybrid ships none (ValueError)."""
+def no_pretrained(name: str, pretrained: bool, root: Any = None) -> None:
+    """Gluon's ``pretrained=True`` downloads weights; hybrid ships none (ValueError).
+
+    ``root`` (Gluon's cache directory of pretrained weights, a path or None) is accepted for compatibility
+    and ignored, since nothing is downloaded; TypeError when it is not a path.
+    """
+    if root is not None and not isinstance(root, (str, bytes, os.PathLike)):
+        raise TypeError(f"{name}: root must be a directory path or None, got {type(root).__name__}")
     if pretrained:
         raise ValueError(f"{name}: no pretrained weights are shipped; build the model and load a parameter file "
                          "with net.load_parameters(path)")

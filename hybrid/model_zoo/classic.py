@@ -5,7 +5,7 @@ from typing import Any, Sequence
 
 from .. import nn
 from ..block import HybridBlock
-from ._common import check_classes
+from ._common import check_classes, no_pretrained
 
 __all__ = ["MLP", "LeNet", "mlp", "lenet"]
 
@@ -72,11 +72,15 @@ class LeNet(HybridBlock):
         return self.output(self.features(x))
 
 
-def mlp(**kwargs: Any) -> MLP:
-    """An :class:`MLP` (hidden layers 256 and 128, 10 classes by default)."""
+def mlp(pretrained: bool = False, root: Any = None, **kwargs: Any) -> MLP:
+    """An :class:`MLP` (hidden layers 256 and 128, 10 classes by default). ``pretrained=True`` raises
+    ValueError (no weights are shipped); ``root`` (Gluon's weight cache directory) is accepted and ignored."""
+    no_pretrained("mlp", pretrained, root)
     return MLP(**kwargs)
 
 
-def lenet(**kwargs: Any) -> LeNet:
-    """A :class:`LeNet` (10 classes by default)."""
+def lenet(pretrained: bool = False, root: Any = None, **kwargs: Any) -> LeNet:
+    """A :class:`LeNet` (10 classes by default). ``pretrained=True`` raises ValueError (no weights are
+    shipped); ``root`` (Gluon's weight cache directory) is accepted and ignored."""
+    no_pretrained("lenet", pretrained, root)
     return LeNet(**kwargs)

@@ -103,10 +103,10 @@ class MobileNetV2(HybridBlock):
         return self.output(self.features(x))
 
 
-def get_mobilenet_v2(multiplier: float, pretrained: bool = False, **kwargs: Any) -> MobileNetV2:
+def get_mobilenet_v2(multiplier: float, pretrained: bool = False, root: Any = None, **kwargs: Any) -> MobileNetV2:
     """MobileNetV2 with width ``multiplier``; ``kwargs`` go to :class:`MobileNetV2`. Raises ValueError
-    for ``pretrained=True``."""
-    no_pretrained(f"mobilenetv2_{multiplier}", pretrained)
+    for ``pretrained=True``; ``root`` (Gluon's weight cache directory) is accepted and ignored."""
+    no_pretrained(f"mobilenetv2_{multiplier}", pretrained, root)
     return MobileNetV2(multiplier, **kwargs)
 
 

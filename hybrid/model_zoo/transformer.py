@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from .. import nn
 from ..block import HybridBlock
 from ..errors import ShapeError
-from ._common import check_classes
+from ._common import check_classes, no_pretrained
 
 __all__ = ["TokenPositionEmbedding", "TransformerClassifier", "transformer_classifier"]
 
@@ -109,7 +109,8 @@ class TransformerClassifier(HybridBlock):
         return self.output(pooled)
 
 
-def transformer_classifier(**kwargs: Any) -> TransformerClassifier:
+def transformer_classifier(pretrained: bool = False, root: Any = None, **kwargs: Any) -> TransformerClassifier:
     """A :class:`TransformerClassifier` (2 layers of 128 units, 4 heads, vocabulary 10000, 2 classes by
-    default)."""
+    default). ``pretrained=True`` raises ValueError (no weights are shipped); ``root`` (Gluon's weight cache directory) is accepted and ignored."""
+    no_pretrained("transformer_classifier", pretrained, root)
     return TransformerClassifier(**kwargs)
