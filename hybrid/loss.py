@@ -1,5 +1,6 @@
-"""Losses. Like Gluon's, each returns one value per sample (mean over all non-batch axes)
-and accepts a scalar ``weight`` and a broadcastable ``sample_weight``."""
+"""Losses. Like Gluon's, most return one value per sample (mean over all non-batch axes;
+KLDivLoss sums, PoissonNLLLoss returns one batch mean, CosineEmbeddingLoss gives ``(N, 1)``, as
+in MXNet 1.9.1) and accept a scalar ``weight`` and a broadcastable ``sample_weight``."""
 from __future__ import annotations
 
 import math
@@ -14,7 +15,7 @@ from .graph import layer_ops
 
 __all__ = ["Loss", "L2Loss", "L1Loss", "SoftmaxCrossEntropyLoss", "SoftmaxCELoss",
            "SigmoidBinaryCrossEntropyLoss", "SigmoidBCELoss", "KLDivLoss", "HuberLoss", "HingeLoss",
-           "SquaredHingeLoss", "LogisticLoss", "TripletLoss", "PoissonNLLLoss", "CosineEmbeddingLoss", "CTCLoss"]
+           "SquaredHingeLoss", "LogisticLoss", "TripletLoss", "PoissonNLLLoss", "CosineEmbeddingLoss", "SDMLLoss", "CTCLoss"]
 
 
 class Loss(HybridBlock):
@@ -130,8 +131,9 @@ SigmoidBCELoss = SigmoidBinaryCrossEntropyLoss
 
 
 class KLDivLoss(Loss):
-    """``label * (log(label) - pred)``, averaged per sample; ``pred`` holds log-probabilities
-    (``from_logits=True``) or unnormalised scores, log-softmaxed over ``axis`` otherwise."""
+    """``label * (log(label) - pred)``, SUMMED over all non-batch axes (as in MXNet 1.9.1, so one
+    KL divergence per sample); ``pred`` holds log-probabilities (``from_logits=True``) or
+    unnormalised scores, log-softmaxed over ``axis`` otherwise."""
 
     def __init__(self, from_logits: bool = True, axis: int = -1, weight: float | None = None, batch_axis: int = 0):
         super().__init__(weight, batch_axis)
@@ -141,7 +143,9 @@ class KLDivLoss(Loss):
         label = self._label_like(label, pred)
         log_prob = pred if self._from_logits else layer_ops.log_softmax(pred, axis=self._axis % pred.ndim)
         loss = label * (jnp.log(label + 1e-12) - log_prob)
-        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+        loss = self._apply_weighting(loss, self._weight, sample_weight)
+        axes = tuple(i for i in range(loss.ndim) if i != self._batch_axis % max(loss.ndim, 1))
+        return jnp.sum(loss, axis=axes) if axes else loss
 
 
 class HuberLoss(Loss):
@@ -219,7 +223,8 @@ class TripletLoss(Loss):
 
 
 class PoissonNLLLoss(Loss):
-    """Poisson negative log-likelihood of ``target``, averaged per sample:
+    """Poisson negative log-likelihood of ``target``, averaged over ALL elements (batch included)
+    into one value of shape ``(1,)``, as in MXNet 1.9.1:
     ``exp(pred) - target * pred`` (``from_logits``, pred = log rate) or
     ``pred - target * log(pred + epsilon)``; ``compute_full`` adds Stirling's term
     ``target * log(target) - target + 0.5 * log(2 * pi * target)`` where ``target > 1``."""
@@ -239,13 +244,15 @@ class PoissonNLLLoss(Loss):
             safe = jnp.where(target > 1, target, 1.0)
             stirling = safe * jnp.log(safe) - safe + 0.5 * jnp.log(2 * math.pi * safe)
             loss = loss + jnp.where(target > 1, stirling, 0.0)
-        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+        loss = self._apply_weighting(loss, self._weight, sample_weight)
+        return jnp.reshape(jnp.mean(loss), (1,))
 
 
 class CosineEmbeddingLoss(Loss):
     """With ``cos`` the cosine similarity of ``input1`` and ``input2`` along the last axis:
     ``1 - cos`` where ``label == 1``, ``max(0, cos - margin)`` where ``label == -1``;
-    ``label`` has one entry per sample. Averaged per sample."""
+    ``label`` has one entry per sample. Returns shape ``(N, 1)`` like MXNet 1.9.1
+    (``sample_weight`` must broadcast to ``(N, 1)``)."""
 
     def __init__(self, weight: float | None = None, batch_axis: int = 0, margin: float = 0):
         super().__init__(weight, batch_axis)
@@ -255,10 +262,38 @@ class CosineEmbeddingLoss(Loss):
         input1 = self._label_like(input1, input2)
         dot = jnp.sum(input1 * input2, axis=-1)
         norms = jnp.linalg.norm(input1, axis=-1) * jnp.linalg.norm(input2, axis=-1)
-        cos = dot / jnp.maximum(norms, 1e-12)
-        label = jnp.reshape(label, label.shape[:1] + (1,) * (cos.ndim - 1))
+        cos = jnp.reshape(dot / jnp.maximum(norms, 1e-12), (-1, 1))
+        label = jnp.reshape(label, (-1, 1))
         loss = jnp.where(label == 1, 1 - cos, jnp.where(label == -1, jax.nn.relu(cos - self._margin), 0.0))
-        return self._batch_mean(self._apply_weighting(loss, self._weight, sample_weight))
+        return self._apply_weighting(loss, self._weight, sample_weight)
+
+
+class SDMLLoss(Loss):
+    """Smoothed Deep Metric Learning loss (Bonadiman et al. 2019, arXiv:1905.12786), as MXNet 1.9.1's.
+
+    ``x1`` and ``x2`` are ``(batch, dim)`` minibatches whose rows are aligned pairs (``x1[i]``
+    matches ``x2[i]``; every other row is a negative). With ``d[i, j] = ||x1[i] - x2[j]||**2``,
+    the loss of row ``i`` is the KL divergence (summed over ``j``) between the smoothed identity
+    labels ``1 - smoothing_parameter`` on the diagonal, ``smoothing_parameter / (batch - 1)``
+    elsewhere, and ``log_softmax(-d[i], axis=1)``. Returns shape ``(batch,)``, scaled by ``weight``
+    (MXNet accepts ``weight`` but never applies it; the default 1.0 gives the same result).
+    """
+
+    def __init__(self, smoothing_parameter: float = 0.3, weight: float | None = 1.0, batch_axis: int = 0):
+        super().__init__(weight, batch_axis)
+        self.smoothing_parameter = smoothing_parameter
+
+    def forward(self, x1, x2):
+        if x1.shape != x2.shape or x1.ndim != 2:
+            raise ShapeError(f"SDMLLoss: x1 and x2 must both be (batch, dim), got {x1.shape} and {x2.shape}")
+        batch = x1.shape[0]
+        distances = jnp.sum(jnp.square(x1[:, None, :] - x2[None, :, :]), axis=2)
+        log_prob = layer_ops.log_softmax(-distances, axis=1)
+        gold = jnp.eye(batch, dtype=log_prob.dtype)
+        off = self.smoothing_parameter / (batch - 1) if batch > 1 else 0.0
+        labels = gold * (1 - self.smoothing_parameter) + (1 - gold) * off
+        loss = jnp.sum(labels * (jnp.log(labels + 1e-12) - log_prob), axis=1)
+        return self._apply_weighting(loss, self._weight)
 
 
 class CTCLoss(Loss):

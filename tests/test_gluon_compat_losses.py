@@ -1,0 +1,138 @@
+"""Issue #14 (Gluon compatibility): losses, split_data, batchify.Pad and init against independent
+NumPy references written from MXNet 1.9.1's python/mxnet/gluon/loss.py, gluon/utils.py,
+gluon/data/batchify.py and initializer.py (never against hybrid itself)."""
+import numpy as np
+import pytest
+
+from hybrid import loss
+
+from conftest import assert_close
+
+
+def np_log_softmax(x, axis=-1):
+    x = x - x.max(axis=axis, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=axis, keepdims=True))
+
+
+def maybe_hybridize(block, hybridize):
+    if hybridize:
+        block.hybridize()
+    return block
+
+
+f32 = lambda *arrays: [np.asarray(a, np.float32) for a in arrays]
+
+
+# -- KLDivLoss: MXNet 1.9.1 returns F.sum(loss, axis=batch_axis, exclude=True) ------------------
+def np_kl_mxnet(pred, label, from_logits=True, axis=-1, weight=None, sample_weight=None, batch_axis=0):
+    if not from_logits:
+        pred = np_log_softmax(pred, axis)
+    out = label * (np.log(label + 1e-12) - pred)
+    if sample_weight is not None:
+        out = out * sample_weight
+    if weight is not None:
+        out = out * weight
+    axes = tuple(i for i in range(out.ndim) if i != batch_axis)
+    return out.sum(axis=axes)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_kl_div_sums_over_non_batch_axes(rng, hybridize):
+    label = np.exp(np_log_softmax(rng.standard_normal((4, 5))))
+    scores = rng.standard_normal((4, 5))
+    logp = np_log_softmax(scores)
+    weights = rng.uniform(0.5, 2, (4, 1))
+    kl = maybe_hybridize(loss.KLDivLoss(), hybridize)
+    out = kl(*f32(logp, label))
+    assert out.shape == (4,)
+    assert_close(out, np_kl_mxnet(logp, label))
+    # the textbook KL divergence of each row (not 1/5 of it, as a mean would give)
+    assert_close(out, (label * np.log(label / np.exp(logp))).sum(1), rtol=1e-4)
+    kl_scores = maybe_hybridize(loss.KLDivLoss(from_logits=False, weight=2.0), hybridize)
+    assert_close(kl_scores(*f32(scores, label, weights)),
+                 np_kl_mxnet(scores, label, False, weight=2.0, sample_weight=weights))
+
+
+def test_kl_div_higher_rank_and_batch_axis(rng):
+    label = np.exp(np_log_softmax(rng.standard_normal((3, 2, 4))))
+    logp = np_log_softmax(rng.standard_normal((3, 2, 4)))
+    assert_close(loss.KLDivLoss()(*f32(logp, label)), np_kl_mxnet(logp, label))
+    assert_close(loss.KLDivLoss(batch_axis=1)(*f32(logp, label)), np_kl_mxnet(logp, label, batch_axis=1))
+
+
+# -- PoissonNLLLoss: MXNet 1.9.1 returns F.mean(loss) over every element -------------------------
+def np_poisson_mxnet(pred, target, from_logits=True, compute_full=False, weight=None, sample_weight=None):
+    out = np.exp(pred) - target * pred if from_logits else pred - target * np.log(pred + 1e-8)
+    if compute_full:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stirling = target * np.log(target) - target + 0.5 * np.log(2 * target * np.pi)
+        out = out + np.where(target > 1, stirling, 0.0)  # MXNet multiplies by (target > 1)
+    if sample_weight is not None:
+        out = out * sample_weight
+    if weight is not None:
+        out = out * weight
+    return np.array([out.mean()])
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_poisson_nll_is_one_mean_over_all_elements(rng, hybridize):
+    target = rng.integers(0, 6, (5, 3)).astype(np.float64)
+    log_rate = rng.standard_normal((5, 3))
+    weights = rng.uniform(0.5, 2, (5, 1))
+    logits = maybe_hybridize(loss.PoissonNLLLoss(), hybridize)
+    out = logits(*f32(log_rate, target))
+    assert out.shape == (1,)
+    assert_close(out, np_poisson_mxnet(log_rate, target))
+    assert_close(logits(*f32(log_rate, target, weights)), np_poisson_mxnet(log_rate, target, sample_weight=weights))
+    full = maybe_hybridize(loss.PoissonNLLLoss(weight=0.5, from_logits=False, compute_full=True), hybridize)
+    rate = np.exp(log_rate)
+    assert_close(full(*f32(rate, target)), np_poisson_mxnet(rate, target, False, True, weight=0.5), rtol=1e-5)
+
+
+# -- CosineEmbeddingLoss: MXNet 1.9.1 returns shape (N, 1) --------------------------------------
+def np_cosine_mxnet(a, b, label, margin=0.0, weight=None, sample_weight=None):
+    label = label.reshape(-1, 1)
+    cos = ((a * b).sum(-1).reshape(-1, 1)
+           / np.maximum(np.linalg.norm(a, axis=-1).reshape(-1, 1) * np.linalg.norm(b, axis=-1).reshape(-1, 1),
+                        1e-12))
+    out = (1 - cos) * (label == 1) + np.maximum(0.0, (label == -1) * (cos - margin))
+    if sample_weight is not None:
+        out = out * sample_weight
+    if weight is not None:
+        out = out * weight
+    return out
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_cosine_embedding_shape_n_by_1(rng, hybridize):
+    a, b = rng.standard_normal((6, 5)), rng.standard_normal((6, 5))
+    label = np.array([1, 1, -1, -1, 1, -1])
+    weights = np.linspace(0.5, 1.5, 6).reshape(6, 1)
+    cel = maybe_hybridize(loss.CosineEmbeddingLoss(margin=0.1, weight=3.0), hybridize)
+    out = cel(*f32(a, b, label))
+    assert out.shape == (6, 1)
+    assert_close(out, np_cosine_mxnet(a, b, label, 0.1, weight=3.0))
+    assert_close(cel(*f32(a, b, label, weights)), np_cosine_mxnet(a, b, label, 0.1, 3.0, weights))
+
+
+# -- SDMLLoss ------------------------------------------------------------------------------------
+def np_sdml(x1, x2, smoothing=0.3):
+    n = len(x1)
+    dist = ((x1[:, None, :] - x2[None, :, :]) ** 2).sum(2)
+    logp = np_log_softmax(-dist, axis=1)
+    gold = np.eye(n)
+    labels = gold * (1 - smoothing) + (1 - gold) * smoothing / (n - 1)
+    return np_kl_mxnet(logp, labels)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_sdml_loss(rng, hybridize):
+    x1 = rng.standard_normal((6, 4))
+    x2 = x1 + 0.3 * rng.standard_normal((6, 4))
+    sdml = maybe_hybridize(loss.SDMLLoss(), hybridize)
+    out = sdml(*f32(x1, x2))
+    assert out.shape == (6,)
+    assert_close(out, np_sdml(x1, x2), rtol=1e-4)
+    assert_close(loss.SDMLLoss(smoothing_parameter=0.1)(*f32(x1, x2)), np_sdml(x1, x2, 0.1), rtol=1e-4)
+    # aligned pairs give a smaller loss than shuffled ones
+    assert float(out.mean()) < float(np.asarray(sdml(*f32(x1, x2[::-1]))).mean())
