@@ -17,12 +17,13 @@ __all__ = ["split_data", "split_and_load", "clip_global_norm"]
 
 
 def split_data(data: Any, num_slice: int, batch_axis: int = 0, even_split: bool = True) -> list:
-    """Splits ``data`` along ``batch_axis`` into ``num_slice`` consecutive slices.
+    """Splits ``data`` along ``batch_axis`` into ``num_slice`` consecutive slices, as MXNet does.
 
-    With ``even_split=False`` the last slice takes the remainder (and a batch
-    smaller than ``num_slice`` gives one slice per sample). Slices keep the input's
-    array type (NumPy or JAX). Raises ValueError when ``even_split`` is true and
-    the batch size is not a multiple of ``num_slice``.
+    With ``even_split=False`` the sizes follow ``np.array_split``: the first
+    ``size % num_slice`` slices get one extra element (10 into 4 gives 3, 3, 2, 2), and a
+    batch smaller than ``num_slice`` gives trailing empty slices; the result always has
+    ``num_slice`` entries. Slices keep the input's array type (NumPy or JAX). Raises
+    ValueError when ``even_split`` is true and the batch size is not a multiple of ``num_slice``.
     """
     if not isinstance(data, (np.ndarray, jax.Array)):
         data = np.asarray(data)
@@ -36,9 +37,10 @@ def split_data(data: Any, num_slice: int, batch_axis: int = 0, even_split: bool 
         raise ValueError(f"split_data: data of shape {data.shape} cannot be split evenly into {num_slice} slices "
                          f"along axis {batch_axis} ({size} is not a multiple of {num_slice}); use a batch size "
                          f"that is a multiple of {num_slice} or even_split=False")
-    num_slice = min(num_slice, size) if size else num_slice
-    step = size // num_slice
-    bounds = [i * step for i in range(num_slice)] + [size]
+    each, extras = divmod(size, int(num_slice))
+    bounds = [0]
+    for i in range(int(num_slice)):
+        bounds.append(bounds[-1] + each + (1 if i < extras else 0))
     prefix = (slice(None),) * axis
     return [data[prefix + (slice(start, stop),)] for start, stop in zip(bounds[:-1], bounds[1:])]
 

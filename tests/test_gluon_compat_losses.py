@@ -136,3 +136,26 @@ def test_sdml_loss(rng, hybridize):
     assert_close(loss.SDMLLoss(smoothing_parameter=0.1)(*f32(x1, x2)), np_sdml(x1, x2, 0.1), rtol=1e-4)
     # aligned pairs give a smaller loss than shuffled ones
     assert float(out.mean()) < float(np.asarray(sdml(*f32(x1, x2[::-1]))).mean())
+
+
+# -- utils.split_data: MXNet 1.9.1 uses np.array_split's section sizes on any axis ----------------
+@pytest.mark.parametrize("shape, num_slice, axis", [
+    ((11, 3), 4, 0), ((3, 11), 4, 1), ((2, 10, 3), 3, 1), ((2, 3, 7), 5, -1), ((2, 3), 5, 0),
+    ((8, 2), 4, 0), ((4, 9, 2), 9, 1)])
+@pytest.mark.parametrize("as_jax", [False, True])
+def test_split_data_matches_np_array_split(shape, num_slice, axis, as_jax):
+    import jax.numpy as jnp
+    from hybrid import utils
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    parts = utils.split_data(jnp.asarray(x) if as_jax else x, num_slice, batch_axis=axis, even_split=False)
+    expected = np.array_split(x, num_slice, axis=axis)
+    assert len(parts) == len(expected) == num_slice
+    for got, want in zip(parts, expected):
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_split_data_sizes_3_3_3_2():
+    from hybrid import utils
+    parts = utils.split_data(np.zeros((3, 11)), 4, batch_axis=1, even_split=False)
+    assert [p.shape[1] for p in parts] == [3, 3, 3, 2]
