@@ -31,7 +31,7 @@ from jax._src import linear_util as lu
 
 from .errors import AutogradError
 
-__all__ = ["LazyArray", "Tape", "is_lazy", "concrete", "check_jax_version", "SUPPORTED_JAX"]
+__all__ = ["LazyArray", "Tape", "concrete", "check_jax_version", "SUPPORTED_JAX"]
 
 log = logging.getLogger("hybrid.lazy")
 
@@ -176,10 +176,6 @@ class LazyArray(core.Tracer):
     @property
     def nbytes(self):
         return self.aval.size * self.aval.dtype.itemsize
-
-
-def is_lazy(x: Any) -> bool:
-    return isinstance(x, LazyArray)
 
 
 def concrete(x: Any) -> Any:
