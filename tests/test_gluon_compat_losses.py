@@ -159,3 +159,52 @@ def test_split_data_sizes_3_3_3_2():
     from hybrid import utils
     parts = utils.split_data(np.zeros((3, 11)), 4, batch_axis=1, even_split=False)
     assert [p.shape[1] for p in parts] == [3, 3, 3, 2]
+
+
+# -- data.batchify.Pad: Gluon 2.0 pads every axis to the largest shape ----------------------------
+def np_pad_all_axes(samples, val, round_to=None):
+    arrays = [np.asarray(s) for s in samples]
+    shape = np.max([a.shape for a in arrays], axis=0)
+    if round_to:
+        shape = -(-shape // round_to) * round_to
+    return np.stack([np.pad(a, [(0, int(n) - m) for n, m in zip(shape, a.shape)], constant_values=val)
+                     for a in arrays])
+
+
+def test_batchify_pad_every_axis_mxnet_case():
+    from hybrid.data import batchify
+    a = np.array([[1, 2, 3, 4], [11, 12, 13, 14]])
+    b = np.array([[4, 5, 6]])
+    c = np.array([[9, 10]])
+    d = batchify.Pad(val=-1)([a, b, c])
+    expected = np.array([[[1., 2., 3., 4.], [11., 12., 13., 14.]],  # MXNet's test_batchify_pad
+                         [[4., 5., 6., -1.], [-1., -1., -1., -1.]],
+                         [[9., 10., -1., -1.], [-1., -1., -1., -1.]]])
+    np.testing.assert_array_equal(d, expected)
+    assert d.dtype == a.dtype
+
+
+def test_batchify_group_stack_and_pad_mxnet_case():
+    from hybrid.data import batchify
+    a = [np.array([[1, 2, 3, 4], [5, 6, 7, 8]]), np.array([[1, 2, 3, 4], [11, 12, 13, 14]])]
+    b = [np.array([[1, 2, 3, 4], [5, 6, 7, 8]]), np.array([[4, 5, 6]])]
+    c = [np.array([[1, 2, 3, 4], [5, 6, 7, 8]]), np.array([[9, 10]])]
+    d = batchify.Group(batchify.Stack(), batchify.Pad(val=-1))([tuple(a), tuple(b), tuple(c)])
+    np.testing.assert_array_equal(d[0], np.stack((a[0], b[0], c[0])))
+    expected = np.array([[[1., 2., 3., 4.], [11., 12., 13., 14.]],  # MXNet's test_batchify_group
+                         [[4., 5., 6., -1.], [-1., -1., -1., -1.]],
+                         [[9., 10., -1., -1.], [-1., -1., -1., -1.]]])
+    np.testing.assert_array_equal(d[1], expected)
+
+
+def test_batchify_pad_random_shapes_round_to_and_dtype(rng):
+    from hybrid.data import batchify
+    samples = [rng.standard_normal(tuple(rng.integers(1, 5, 3))) for _ in range(5)]
+    np.testing.assert_allclose(batchify.Pad()(samples), np_pad_all_axes(samples, 0))
+    out = batchify.Pad(val=7, dtype="float32", round_to=4)(samples)
+    assert out.dtype == np.float32 and all(n % 4 == 0 for n in out.shape[1:])
+    np.testing.assert_allclose(out, np_pad_all_axes(samples, 7, round_to=4).astype(np.float32))
+    lists = batchify.Pad()([[1, 2, 3, 4], [4, 5, 6], [8, 2]])  # Gluon's docstring example
+    np.testing.assert_array_equal(lists, [[1, 2, 3, 4], [4, 5, 6, 0], [8, 2, 0, 0]])
+    with pytest.raises(ValueError, match="different ranks"):
+        batchify.Pad()([np.zeros(2), np.zeros((2, 2))])

@@ -45,27 +45,36 @@ class Stack:
 
 
 class Pad:
-    """Pads samples with ``val`` along ``axis`` to the longest one (rounded up to a multiple
-    of ``round_to``) and stacks them; the result has shape ``(batch, *padded_shape)``.
+    """Pads every sample with ``val`` to the largest size on EVERY axis (each rounded up to a
+    multiple of ``round_to``) and stacks them: the result has shape ``(batch, *max_shape)``,
+    sample ``i`` in its leading corner (Gluon 2.0's ``batchify.Pad``).
 
-    All other axes must agree; raises ValueError otherwise.
+    ``dtype`` defaults to the first sample's. ``use_shared_mem`` is accepted for Gluon code and
+    ignored (batches are NumPy arrays); so is ``axis``, kept for older hybrid code. Raises
+    ValueError when samples differ in rank or the list is empty.
     """
 
-    def __init__(self, axis: int = 0, val: Any = 0, dtype: Any = None, round_to: int | None = None):
-        self._axis, self._val, self._dtype, self._round_to = axis, val, dtype, round_to
+    def __init__(self, val: Any = None, dtype: Any = None, round_to: int | None = None,
+                 use_shared_mem: bool = False, *, axis: int | None = None):
+        self._val = 0 if val is None else val
+        self._dtype, self._round_to = dtype, round_to
 
     def __call__(self, samples: Sequence[Any]) -> np.ndarray:
+        if len(samples) == 0:
+            raise ValueError("Pad: got an empty list of samples")
         arrays = [np.asarray(s) for s in samples]
-        axis = self._axis % arrays[0].ndim
-        target = max(a.shape[axis] for a in arrays)
+        ranks = {a.ndim for a in arrays}
+        if len(ranks) > 1:
+            raise ValueError(f"Pad: samples have different ranks {sorted(ranks)}; every sample needs the same "
+                             "number of axes")
+        shape = [max(a.shape[k] for a in arrays) for k in range(arrays[0].ndim)]
         if self._round_to:
-            target = -(-target // self._round_to) * self._round_to
-        padded = []
-        for a in arrays:
-            widths = [(0, 0)] * a.ndim
-            widths[axis] = (0, target - a.shape[axis])
-            padded.append(np.pad(a, widths, constant_values=self._val))
-        return _stack(padded, self._dtype, "Pad")
+            shape = [-(-n // self._round_to) * self._round_to for n in shape]
+        dtype = self._dtype if self._dtype is not None else arrays[0].dtype
+        out = np.full((len(arrays), *shape), self._val, dtype=dtype)
+        for i, a in enumerate(arrays):
+            out[(i, *(slice(0, n) for n in a.shape))] = a
+        return out
 
 
 class Group:
