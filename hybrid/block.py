@@ -223,7 +223,11 @@ class Block(Watched):
         return block, attr
 
     def hybridize(self, active: bool = True, **kwargs: Any) -> None:
-        """Hybridize the HybridBlock children (a plain Block itself always runs imperatively)."""
+        """Hybridize the HybridBlock children (a plain Block itself always runs imperatively).
+
+        ``kwargs`` are :meth:`HybridBlock.hybridize`'s (``static_alloc``, ``passes``, ``remat``, and Gluon's
+        ``inline_limit``, ``forward_bulk_size``, ``backward_bulk_size``, which have no effect on XLA).
+        """
         for child in self._children.values():
             child.hybridize(active, **kwargs)
 
@@ -474,7 +478,8 @@ class HybridBlock(Block):
         super().register_child(block, name)
 
     def hybridize(self, active: bool = True, static_alloc: bool = False, static_shape: bool = False,
-                  passes: Any = None, remat: Any = None) -> None:
+                  passes: Any = None, remat: Any = None, inline_limit: int = 2, forward_bulk_size: Any = None,
+                  backward_bulk_size: Any = None, partition_if_dynamic: bool = True) -> None:
         """Compile ``forward`` (recursively for children) at the next call.
 
         The call is traced into hybrid's graph IR, optimised by ``passes`` (names,
@@ -483,7 +488,9 @@ class HybridBlock(Block):
         memory on chains of repeated layers: ``'sqrt'``, ``'auto'``, a byte budget or a
         ``hybrid.graph.memory.RematPlan`` (see docs/memory.md). ``static_alloc`` and
         ``static_shape`` are accepted for Gluon compatibility: XLA programs always have
-        static memory plans and shapes.
+        static memory plans and shapes. So are Gluon's ``inline_limit``, ``forward_bulk_size``,
+        ``backward_bulk_size`` and ``partition_if_dynamic``, with no effect: the whole tree is
+        traced into one graph (children always inlined) and XLA schedules and fuses its operations.
         """
         if remat is not None and not (remat in ("sqrt", "auto") or isinstance(remat, (int, np.integer))
                                       or isinstance(remat, RematPlan)):
