@@ -16,7 +16,7 @@ import numpy as np
 from . import random as _random
 
 __all__ = ["Initializer", "Uniform", "Normal", "Xavier", "MSRAPrelu", "Constant", "Zero", "One",
-           "create", "register"]
+           "LSTMBias", "create", "register"]
 
 _REGISTRY: dict[str, type] = {}
 
@@ -40,6 +40,26 @@ class Initializer:
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({fields})"
+
+    def __eq__(self, other: Any) -> bool:
+        """Equal when of the same class with the same parameters (MXNet compares the two
+        initializers' class and keyword arguments); array parameters compare element-wise."""
+        if not isinstance(other, Initializer):
+            return NotImplemented
+        if type(self) is not type(other) or vars(self).keys() != vars(other).keys():
+            return False
+        for key, mine in vars(self).items():
+            theirs = vars(other)[key]
+            if isinstance(mine, (np.ndarray, jnp.ndarray)) or isinstance(theirs, (np.ndarray, jnp.ndarray)):
+                a, b = np.asarray(mine), np.asarray(theirs)
+                if a.shape != b.shape or not np.array_equal(a, b):
+                    return False
+            elif mine != theirs:
+                return False
+        return True
+
+    def __hash__(self) -> int:
+        return hash(type(self))
 
 
 @register
@@ -128,6 +148,29 @@ class One(Constant):
 
     def __init__(self):
         super().__init__(1.0)
+
+
+@register
+class LSTMBias(Initializer):
+    """Bias of an LSTM cell: zeros except the forget gate's quarter, set to ``forget_bias``.
+
+    hybrid's LSTM cells and layers order the gates i, f, g, o (as MXNet), so for a bias of
+    shape ``(4 * hidden,)`` elements ``hidden:2 * hidden`` get ``forget_bias``. Use it as
+    ``i2h_bias_initializer`` (or ``h2h_bias_initializer``; both are added, as in MXNet).
+    Raises ValueError when the first axis is not a multiple of 4.
+    """
+
+    def __init__(self, forget_bias: float = 1.0):
+        self.forget_bias = forget_bias
+
+    def _sample(self, rng, shape):
+        if not shape or shape[0] % 4:
+            raise ValueError(f"LSTMBias: the bias needs a first axis of 4 * hidden_size (gates i, f, g, o), "
+                             f"got shape {shape}")
+        out = np.zeros(shape)
+        hidden = shape[0] // 4
+        out[hidden:2 * hidden] = self.forget_bias
+        return out
 
 
 _ALIASES = {"zeros": "zero", "ones": "one", "msra": "msraprelu", "gaussian": "normal"}

@@ -208,3 +208,52 @@ def test_batchify_pad_random_shapes_round_to_and_dtype(rng):
     np.testing.assert_array_equal(lists, [[1, 2, 3, 4], [4, 5, 6, 0], [8, 2, 0, 0]])
     with pytest.raises(ValueError, match="different ranks"):
         batchify.Pad()([np.zeros(2), np.zeros((2, 2))])
+
+
+# -- init.LSTMBias and Initializer.__eq__ (MXNet 1.9.1 initializer.py) --------------------------
+def np_lstm_bias(n, forget_bias):
+    arr = np.zeros(n)  # MXNet: arr[:] = 0; arr[num_hidden:2*num_hidden] = forget_bias
+    num_hidden = int(n / 4)
+    arr[num_hidden:2 * num_hidden] = forget_bias
+    return arr
+
+
+@pytest.mark.parametrize("hidden, forget_bias", [(3, 1.0), (5, 2.5), (1, -0.5)])
+def test_lstm_bias_initializer(hidden, forget_bias):
+    from hybrid import init
+    got = init.LSTMBias(forget_bias=forget_bias)((4 * hidden,))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(got), np_lstm_bias(4 * hidden, forget_bias))
+    assert isinstance(init.create("lstmbias"), init.LSTMBias) and init.create("lstmbias").forget_bias == 1.0
+    with pytest.raises(ValueError, match="LSTMBias"):
+        init.LSTMBias()((6,))
+
+
+def test_lstm_bias_lands_on_the_forget_gate_of_an_lstm_cell():
+    """Gate order i, f, g, o: with a forget bias of 100 and zero weights the forget gate is 1
+    and the input gate 0.5, so c' = c + 0.5 * tanh(0) = c."""
+    import jax.numpy as jnp
+    from hybrid import init, rnn
+    cell = rnn.LSTMCell(2, input_size=3, i2h_weight_initializer="zeros", h2h_weight_initializer="zeros",
+                        i2h_bias_initializer=init.LSTMBias(100.0))
+    cell.initialize()
+    bias = [p for name, p in cell.collect_params().items() if name.endswith("i2h_bias")][0]
+    np.testing.assert_array_equal(np.asarray(bias.data()), np_lstm_bias(8, 100.0))
+    c = jnp.asarray([[0.7, -0.3]], jnp.float32)
+    _, (h, c_new) = cell(jnp.ones((1, 3), jnp.float32), [jnp.zeros((1, 2), jnp.float32), c])
+    np.testing.assert_allclose(np.asarray(c_new), np.asarray(c), rtol=1e-6)
+
+
+def test_initializer_equality():
+    from hybrid import init
+    assert init.LSTMBias(1.0) == init.LSTMBias(1.0)
+    assert init.LSTMBias(1.0) != init.LSTMBias(2.0)
+    assert init.Uniform(0.1) == init.Uniform(0.1) and init.Uniform(0.1) != init.Uniform(0.2)
+    assert init.Xavier(magnitude=2) == init.Xavier(magnitude=2.0)
+    assert init.Xavier() != init.Xavier(factor_type="in")
+    assert init.Zero() != init.One() and init.Zero() == init.Zero()
+    assert init.Zero() != init.Constant(0.0)  # different classes, as MXNet's type check
+    assert init.Constant(np.arange(3.0)) == init.Constant(np.arange(3.0))
+    assert init.Constant(np.arange(3.0)) != init.Constant(np.ones(3))
+    assert init.Normal() != "normal"
+    assert len({init.Normal(0.5), init.Normal(0.5)}) == 1  # still hashable
