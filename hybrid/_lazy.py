@@ -423,9 +423,10 @@ class Tape:
         self.key.append(_input_key(value) if keyed else _IMPLIED)
         return slot
 
-    def value_of(self, slot: int) -> Any:
-        """The array of an input slot."""
-        return self.input_values[self.input_position[slot]]
+    def values_of(self, slots: Sequence[int]) -> list:
+        """The arrays of input slots."""
+        position, values = self.input_position, self.input_values
+        return [values[position[s]] for s in slots]
 
     def aval(self, slot: int) -> Any:
         """The abstract value (shape, dtype) of a slot."""

@@ -195,8 +195,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         # data the step's program writes (it is not tracked as live: the write sets its value)
         slots = tape.grad(heads, head_grads, list(map(param_slots.__getitem__, params)), False, slots_only=True)
         new = tape.detached(slots)
-        for param, g in zip(params, new):
-            param._assign_grad(g)
+        Parameter._assign_grads(params, new)
     else:
         grads = tape.grad(heads, head_grads, [param_slots[p] for p in params], create_graph=False)
         with _lazy.recording_trace(tape):

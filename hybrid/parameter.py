@@ -230,6 +230,18 @@ class Parameter(Watched):
         """Mark the gradient as written since the last step (or consumed by one)."""
         self._grad_fresh = fresh
 
+    @staticmethod
+    def _assign_grads(params: Sequence["Parameter"], grads: Sequence) -> None:
+        """:meth:`_assign_grad` (fresh) for many parameters."""
+        for param, grad in zip(params, grads):
+            param._grad, param._grad_fresh, param._grad_dropped = grad, True, False
+
+    @staticmethod
+    def _set_fresh_all(params: Sequence["Parameter"], fresh: bool) -> None:
+        """:meth:`_set_fresh` for many parameters."""
+        for param in params:
+            param._grad_fresh = fresh
+
     def _drop_grad(self) -> None:
         """The gradient was consumed inside a compiled step and not kept."""
         self._grad, self._grad_dropped = None, True

@@ -189,7 +189,7 @@ class Trainer:
         # slots of the weights as recorded (when the recorded arrays are still the parameters' data),
         # the gradients, and the states and hyperparameters, added at once
         weight_slots = list(map(tape.param_slots.get, active))
-        if None in weight_slots or not all(map(operator.is_, map(tape.value_of, weight_slots), weights)):
+        if None in weight_slots or not all(map(operator.is_, tape.values_of(weight_slots), weights)):
             weight_slots = tape.slots_of(weights, False)
         state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
         # gradients recorded on another tape (several record() scopes before one step) enter as inputs
@@ -207,8 +207,7 @@ class Trainer:
 
         # the old weights and state leaves are held by their parameters and by self._states until store()
         tape.write_group(("update", self), slots, store, holders=1, replaced_slots=weight_slots + list(state_slots))
-        for param in active:
-            param._set_fresh(False)
+        Parameter._set_fresh_all(active, False)
         del weights, flat_states
         tape.materialize(final=True)
 
