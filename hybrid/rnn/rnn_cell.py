@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax.numpy as jnp
+import numpy as np
 
 from .. import autograd
 from .. import random as _random
@@ -12,7 +13,7 @@ from ..errors import ShapeError
 from ..graph import layer_ops
 from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
 from ..parameter import Parameter
-from .rnn_layer import check_states
+from .rnn_layer import check_states, initial_states
 
 __all__ = ["HybridRecurrentCell", "RNNCell", "LSTMCell", "GRUCell", "SequentialRNNCell", "BidirectionalCell",
            "DropoutCell"]
@@ -44,9 +45,13 @@ class HybridRecurrentCell(HybridBlock):
     def state_info(self, batch_size: int = 0) -> list[dict]:
         raise NotImplementedError(f"{type(self).__name__} must implement state_info()")
 
-    def begin_state(self, batch_size: int = 0, func: Callable = jnp.zeros, **kwargs: Any) -> list:
-        """Initial states, ``func(shape, **kwargs)`` for each entry of :meth:`state_info` (zeros by default)."""
-        return [func(info["shape"], **kwargs) for info in self.state_info(batch_size)]
+    def begin_state(self, batch_size: int = 0, func: Callable = jnp.zeros, ctx: Any = None, device: Any = None,
+                    **kwargs: Any) -> list:
+        """Initial states, ``func(shape, **kwargs)`` for each entry of :meth:`state_info` (zeros by default).
+
+        ``ctx`` (Gluon's name) or ``device``: a ``jax.Device`` the states are placed on (default: JAX's).
+        """
+        return initial_states(type(self).__name__, self.state_info(batch_size), func, ctx, device, kwargs)
 
     def reset(self) -> None:
         """Gluon compatibility: cells keep no per-sequence Python state, so there is nothing to reset."""
@@ -94,6 +99,8 @@ class _GatedCell(HybridRecurrentCell):
     ``i2h_bias``, ``h2h_bias (G*hidden,)`` for G gates; ``input_size`` 0 is inferred at the first call."""
 
     _mode: str  # a key of layer_ops.RNN_GATES, set by subclasses
+    _activation: Any = "tanh"
+    _recurrent_activation: Any = "sigmoid"
 
     def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
                  i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
@@ -119,19 +126,57 @@ class _GatedCell(HybridRecurrentCell):
             raise ShapeError(f"expected one time step of shape (N, C), got shape {inputs.shape}")
         return inputs.shape[1]
 
-    def infer_shape(self, inputs, *args) -> None:
-        self.i2h_weight.shape = (self.i2h_weight.shape[0], self._input_size(inputs))
+    def _set_activations(self, activation: Any, recurrent_activation: Any) -> None:
+        name = type(self).__name__
+        for arg, value in (("activation", activation), ("recurrent_activation", recurrent_activation)):
+            if not callable(value) and not (isinstance(value, str) and value in layer_ops.ACTIVATIONS):
+                raise ValueError(f"{name}: {arg} must be one of {sorted(layer_ops.ACTIVATIONS)} or a callable, "
+                                 f"got {value!r}")
+        self._activation, self._recurrent_activation = activation, recurrent_activation
+
+    def infer_shape(self, *args, **kwargs) -> None:
+        """Sets ``i2h_weight``'s input size from a step's inputs ``(inputs, states)``, or Gluon 2.0's form
+        ``infer_shape(i, x, is_bidirect)``: layer ``i`` of a stack whose first input is ``x`` (layers above the
+        first take ``hidden_size`` features, twice that if ``is_bidirect``)."""
+        if len(args) == 3 and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], bool):
+            i, x, is_bidirect = args
+            size = x.shape[-1] if i == 0 else self._hidden_size * (2 if is_bidirect else 1)
+        else:
+            size = self._input_size(args[0])
+        self.i2h_weight.shape = (self.i2h_weight.shape[0], size)
 
     def forward(self, inputs, states):
         size, expected = self._input_size(inputs), self.i2h_weight.shape[1]
         if expected and size != expected:
             raise ShapeError(f"expected inputs with {expected} features, got shape {inputs.shape}")
         states = check_states(states, self.state_info(inputs.shape[0]))
+        x = as_float(inputs, self.h2h_weight.dtype)
         c = states[1] if self._mode == "lstm" else None
-        h, c = layer_ops.rnn_cell(as_float(inputs, self.h2h_weight.dtype), states[0], c, self.i2h_weight.data(),
-                                  self.h2h_weight.data(), self.i2h_bias.data(), self.h2h_bias.data(),
-                                  mode=self._mode)
+        if self._activation == "tanh" and self._recurrent_activation == "sigmoid":  # the fused cell
+            h, c = layer_ops.rnn_cell(x, states[0], c, self.i2h_weight.data(), self.h2h_weight.data(),
+                                      self.i2h_bias.data(), self.h2h_bias.data(), mode=self._mode)
+        else:
+            h, c = self._step(x, states[0], c)
         return h, [h] if c is None else [h, c]
+
+    @staticmethod
+    def _apply(activation: Any, x):
+        return layer_ops.activation(x, activation) if isinstance(activation, str) else activation(x)
+
+    def _step(self, x, h, c):
+        """One step with the cell's ``activation`` and ``recurrent_activation`` (Gluon's formulas)."""
+        i2h = layer_ops.dense(x, self.i2h_weight.data(), self.i2h_bias.data(), flatten=False)
+        h2h = layer_ops.dense(h, self.h2h_weight.data(), self.h2h_bias.data(), flatten=False)
+        act, gate = (lambda v: self._apply(self._activation, v)), (lambda v: self._apply(self._recurrent_activation, v))
+        if self._mode == "gru":
+            xr, xz, xn = jnp.split(i2h, 3, axis=-1)
+            hr, hz, hn = jnp.split(h2h, 3, axis=-1)
+            r, z = gate(xr + hr), gate(xz + hz)
+            n = act(xn + r * hn)
+            return (1 - z) * n + z * h, None
+        i, f, g, o = jnp.split(i2h + h2h, 4, axis=-1)
+        c = gate(f) * c + gate(i) * act(g)
+        return gate(o) * act(c), c
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.i2h_weight.shape[1] or None} -> {self._hidden_size})"
@@ -155,16 +200,34 @@ class RNNCell(_GatedCell):
 
 class LSTMCell(_GatedCell):
     """LSTM cell with gates i, f, g, o (MXNet's order; see :class:`hybrid.rnn.LSTM`). States ``[h, c]``;
-    ``forward(inputs, states) -> (h', [h', c'])``."""
+    ``forward(inputs, states) -> (h', [h', c'])``: ``c' = ra(f) * c + ra(i) * a(g)``, ``h' = ra(o) * a(c')``
+    for ``a = activation``, ``ra = recurrent_activation``."""
 
     _mode = "lstm"
+
+    def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
+                 i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
+                 activation: Any = "tanh", recurrent_activation: Any = "sigmoid", dtype: Any = "float32"):
+        super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
+                         h2h_bias_initializer, input_size, dtype)
+        self._set_activations(activation, recurrent_activation)
 
 
 class GRUCell(_GatedCell):
     """GRU cell with gates r, z, n (MXNet's formulation; see :class:`hybrid.rnn.GRU`). States ``[h]``;
-    ``forward(inputs, states) -> (h', [h'])``."""
+    ``forward(inputs, states) -> (h', [h'])``: ``r = ra(x_r + h_r)``, ``z = ra(x_z + h_z)``,
+    ``n = a(x_n + r * h_n)``, ``h' = (1 - z) * n + z * h`` for ``a = activation`` (the candidate's, default
+    ``'tanh'``) and ``ra = recurrent_activation`` (the gates', default ``'sigmoid'``): names of
+    :class:`hybrid.nn.Activation` or callables. With the defaults the step is one fused operation."""
 
     _mode = "gru"
+
+    def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
+                 i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
+                 activation: Any = "tanh", recurrent_activation: Any = "sigmoid", dtype: Any = "float32"):
+        super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
+                         h2h_bias_initializer, input_size, dtype)
+        self._set_activations(activation, recurrent_activation)
 
 
 class SequentialRNNCell(HybridRecurrentCell):
@@ -207,6 +270,12 @@ class SequentialRNNCell(HybridRecurrentCell):
             new_states.extend(states)
         return inputs, new_states
 
+    def infer_shape(self, _i: Any, x: Any = None, is_bidirect: bool = False) -> None:
+        """Gluon 2.0's ``infer_shape(i, x, is_bidirect)``: cell ``k`` of the stack gets ``infer_shape(k, x,
+        is_bidirect)``."""
+        for k, cell in enumerate(self._children.values()):
+            cell.infer_shape(k, x, is_bidirect)
+
     def __getitem__(self, index: int) -> HybridRecurrentCell:
         return list(self._children.values())[index]
 
@@ -229,6 +298,12 @@ class BidirectionalCell(HybridRecurrentCell):
 
     def forward(self, inputs, states):
         raise NotImplementedError("BidirectionalCell cannot be stepped; use unroll()")
+
+    def infer_shape(self, i: Any, x: Any = None, is_bidirect: bool = True) -> None:
+        """Gluon 2.0's ``infer_shape(i, x, is_bidirect)``: both cells get ``infer_shape(i, x, True)`` (a layer
+        above the first takes both directions' outputs)."""
+        self.l_cell.infer_shape(i, x, True)
+        self.r_cell.infer_shape(i, x, True)
 
     def _unroll(self, inputs, begin_state, layout, merge_outputs):
         steps = _steps(inputs, layout)

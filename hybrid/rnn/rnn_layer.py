@@ -31,6 +31,18 @@ def check_states(states: Any, infos: list[dict]) -> list:
     return states
 
 
+def initial_states(who: str, infos: list[dict], func: Callable, ctx: Any, device: Any, kwargs: dict) -> list:
+    """``func(shape, **kwargs)`` per state info, placed on ``ctx``/``device`` (aliases) when one is given."""
+    if ctx is not None and device is not None:
+        raise ValueError(f"{who}.begin_state: give ctx or device, not both")
+    device = ctx if device is None else device
+    if device is not None and not isinstance(device, jax.Device):
+        raise TypeError(f"{who}.begin_state: ctx/device must be a jax.Device (e.g. jax.devices()[0]), "
+                        f"got {type(device).__name__}")
+    states = [func(info["shape"], **kwargs) for info in infos]
+    return [jax.device_put(s, device) for s in states] if device is not None else states
+
+
 class _RNNLayer(HybridBlock):
     """Multi-layer, optionally bidirectional recurrent layer with MXNet's parameters.
 
@@ -76,9 +88,13 @@ class _RNNLayer(HybridBlock):
         shape = (self._num_layers * len(self._directions), batch_size, self._hidden_size)
         return [{"shape": shape, "__layout__": "LNC"} for _ in range(2 if self._mode == "lstm" else 1)]
 
-    def begin_state(self, batch_size: int = 0, func: Callable = jnp.zeros, **kwargs: Any) -> list:
-        """Initial states, ``func(shape, **kwargs)`` for each entry of :meth:`state_info` (zeros by default)."""
-        return [func(info["shape"], **kwargs) for info in self.state_info(batch_size)]
+    def begin_state(self, batch_size: int = 0, func: Callable = jnp.zeros, ctx: Any = None, device: Any = None,
+                    **kwargs: Any) -> list:
+        """Initial states, ``func(shape, **kwargs)`` for each entry of :meth:`state_info` (zeros by default).
+
+        ``ctx`` (Gluon's name) or ``device``: a ``jax.Device`` the states are placed on (default: JAX's).
+        """
+        return initial_states(type(self).__name__, self.state_info(batch_size), func, ctx, device, kwargs)
 
     def _input_size(self, inputs) -> int:
         if inputs.ndim != 3:
