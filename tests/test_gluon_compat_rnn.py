@@ -193,3 +193,122 @@ def test_infer_shape_gluon2_form():
     stack.initialize()
     out, _ = stack.unroll(5, x, merge_outputs=True)
     assert out.shape == (2, 5, 4)
+
+
+# -- 4. ResidualCell, ZoneoutCell, HybridSequentialRNNCell -------------------------------------
+def _base(hidden=3, input_size=3):
+    cell = rnn.GRUCell(hidden, input_size=input_size)
+    cell.initialize(hybrid.init.Uniform(0.5))
+    return cell
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_residual_cell_is_base_plus_input(hybridize):
+    # after MXNet's test_residual: outputs have the input's shape, and equal the base cell's plus the input
+    rs = np.random.RandomState(3)
+    base = _base()
+    cell = rnn.ResidualCell(base)
+    if hybridize:
+        cell.hybridize()
+    x, h = rs.randn(2, 3).astype(np.float32), rs.randn(2, 3).astype(np.float32)
+    out, states = cell(x, [h])
+    base_out, base_states = base(x, [h])
+    np.testing.assert_allclose(np.asarray(out), np.asarray(base_out) + x, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(states[0]), np.asarray(base_states[0]), rtol=1e-5, atol=1e-6)
+    assert list(cell.collect_params()) == ["base_cell.i2h_weight", "base_cell.h2h_weight", "base_cell.i2h_bias",
+                                           "base_cell.h2h_bias"]
+    seq = rs.randn(2, 4, 3).astype(np.float32)
+    outs, states = cell.unroll(4, seq, layout="NTC", merge_outputs=True)
+    base_outs, base_states = base.unroll(4, seq, layout="NTC", merge_outputs=True)
+    assert outs.shape == (2, 4, 3)
+    np.testing.assert_allclose(np.asarray(outs), np.asarray(base_outs) + seq, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(states[0]), np.asarray(base_states[0]), rtol=1e-5, atol=1e-6)
+    steps = [seq[:, t] for t in range(4)]
+    outs, _ = cell.unroll(4, steps, merge_outputs=False)
+    assert isinstance(outs, list) and len(outs) == 4
+    np.testing.assert_allclose(np.asarray(outs[2]), np.asarray(base_outs[:, 2]) + steps[2], rtol=1e-5, atol=1e-6)
+
+
+def test_zoneout_cell_with_rates_zero_or_predict_mode_is_the_base_cell():
+    rs = np.random.RandomState(4)
+    base = _base()
+    seq = rs.randn(2, 5, 3).astype(np.float32)
+    expected, expected_states = base.unroll(5, seq, merge_outputs=True)
+    for rates, training in (((0., 0.), True), ((0.5, 0.7), False), ((1., 1.), False)):
+        cell = rnn.ZoneoutCell(base, *rates)
+        with hybrid.autograd.train_mode() if training else hybrid.autograd.predict_mode():
+            outs, states = cell.unroll(5, seq, merge_outputs=True)
+            step_out, step_states = cell(seq[:, 0], cell.begin_state(2))
+        np.testing.assert_allclose(np.asarray(outs), np.asarray(expected), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(states[0]), np.asarray(expected_states[0]), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(step_out), np.asarray(expected[:, 0]), rtol=1e-5, atol=1e-6)
+
+
+def test_zoneout_cell_with_rates_one_keeps_previous_outputs_and_states():
+    rs = np.random.RandomState(5)
+    cell = rnn.ZoneoutCell(_base(), zoneout_outputs=1., zoneout_states=1.)
+    seq = rs.randn(2, 4, 3).astype(np.float32)
+    begin = [rs.randn(2, 3).astype(np.float32)]
+    with hybrid.autograd.train_mode():
+        outs, states = cell.unroll(4, seq, begin_state=begin, merge_outputs=True)
+        out, step_states = cell(seq[:, 0], begin)
+        out2, _ = cell(seq[:, 1], step_states)
+    np.testing.assert_array_equal(np.asarray(outs), np.zeros((2, 4, 3), np.float32))  # first previous output: 0
+    np.testing.assert_array_equal(np.asarray(states[0]), begin[0])
+    np.testing.assert_array_equal(np.asarray(step_states[0]), begin[0])
+    np.testing.assert_array_equal(np.asarray(out2), np.asarray(out))
+    cell.reset()
+    assert cell._prev_output is None
+
+
+def test_zoneout_cell_mixes_new_and_previous_values_in_training():
+    cell = rnn.ZoneoutCell(_base(3, 3), zoneout_outputs=0., zoneout_states=0.5)
+    x, h = np.ones((64, 3), np.float32), np.full((64, 3), 7., np.float32)
+    with hybrid.autograd.train_mode():
+        _, (new,) = cell(x, [h])
+    kept = np.asarray(new) == 7.
+    assert 0.25 < kept.mean() < 0.75
+    with pytest.raises(ValueError, match="zoneout_states"):
+        rnn.ZoneoutCell(_base(), zoneout_states=1.5)
+    with pytest.raises(TypeError):
+        rnn.ZoneoutCell(rnn.BidirectionalCell(rnn.GRUCell(2), rnn.GRUCell(2)))
+
+
+def _stack(cls):
+    stack = cls()
+    stack.add(rnn.LSTMCell(4, input_size=3), rnn.DropoutCell(0.0), rnn.GRUCell(5, input_size=4))
+    stack.initialize(hybrid.init.Uniform(0.5))
+    return stack
+
+
+def test_hybrid_sequential_rnn_cell_hybridized_equals_eager():
+    rs = np.random.RandomState(6)
+    stack = _stack(rnn.HybridSequentialRNNCell)
+    assert isinstance(stack, rnn.SequentialRNNCell) and isinstance(stack, hybrid.HybridBlock)
+    x, seq = rs.randn(2, 3).astype(np.float32), rs.randn(2, 6, 3).astype(np.float32)
+    states = stack.begin_state(2)
+    assert [s.shape for s in states] == [(2, 4), (2, 4), (2, 5)]
+    eager_out, eager_states = stack(x, states)
+    eager_seq, eager_seq_states = stack.unroll(6, seq, merge_outputs=True)
+    stack.hybridize()
+    out, new_states = stack(x, states)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(eager_out), rtol=1e-5, atol=1e-6)
+    for a, b in zip(new_states, eager_states):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    outs, seq_states = stack.unroll(6, seq, merge_outputs=True)
+    np.testing.assert_allclose(np.asarray(outs), np.asarray(eager_seq), rtol=1e-5, atol=1e-6)
+    assert len(stack) == 3 and isinstance(stack[2], rnn.GRUCell)
+
+
+def test_hybridized_zoneout_cell_draws_fresh_masks_and_rejects_output_zoneout_steps():
+    cell = rnn.ZoneoutCell(_base(), zoneout_states=0.5)
+    cell.hybridize()
+    x, h = np.ones((64, 3), np.float32), np.full((64, 3), 7., np.float32)
+    with hybrid.autograd.train_mode():
+        first, second = (np.asarray(cell(x, [h])[1][0]) for _ in range(2))
+    assert 0.25 < (first == 7.).mean() < 0.75 and not (first == second).all()
+    outputs_cell = rnn.ZoneoutCell(_base(), zoneout_outputs=0.5)
+    outputs_cell.hybridize()
+    with hybrid.autograd.train_mode(), pytest.raises(NotImplementedError, match="use unroll"):
+        outputs_cell(x, [h])
+    assert np.asarray(outputs_cell(x, [h])[0]).shape == (64, 3)  # predict mode steps fine

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -15,8 +16,8 @@ from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_i
 from ..parameter import Parameter
 from .rnn_layer import check_states, initial_states
 
-__all__ = ["HybridRecurrentCell", "RNNCell", "LSTMCell", "GRUCell", "SequentialRNNCell", "BidirectionalCell",
-           "DropoutCell"]
+__all__ = ["HybridRecurrentCell", "RNNCell", "LSTMCell", "GRUCell", "SequentialRNNCell", "HybridSequentialRNNCell",
+           "BidirectionalCell", "DropoutCell", "ModifierCell", "ResidualCell", "ZoneoutCell"]
 
 
 def _steps(inputs: Any, layout: str) -> list:
@@ -283,6 +284,11 @@ class SequentialRNNCell(HybridRecurrentCell):
         return len(self._children)
 
 
+class HybridSequentialRNNCell(SequentialRNNCell):
+    """Gluon's hybridizable stack of cells: the same as :class:`SequentialRNNCell` (every hybrid cell is a
+    HybridBlock)."""
+
+
 class BidirectionalCell(HybridRecurrentCell):
     """Runs ``l_cell`` forward and ``r_cell`` backward in time over a sequence; each step's output is
     the two outputs concatenated (left first). States: ``l_cell``'s then ``r_cell``'s. It cannot be
@@ -336,3 +342,111 @@ class DropoutCell(HybridRecurrentCell):
 
     def __repr__(self) -> str:
         return f"DropoutCell(rate={self._rate}, axes={self._axes})"
+
+
+class ModifierCell(HybridRecurrentCell):
+    """Base class of cells that wrap ``base_cell`` (a child named ``base_cell``) and change its steps; states
+    and :meth:`begin_state` are the base cell's. Unlike Gluon, the base cell may still be called directly."""
+
+    def __init__(self, base_cell: HybridRecurrentCell):
+        super().__init__()
+        if not isinstance(base_cell, HybridRecurrentCell):
+            raise TypeError(f"{type(self).__name__}: base_cell must be a recurrent cell, "
+                            f"got {type(base_cell).__name__}")
+        self.base_cell = base_cell
+
+    def state_info(self, batch_size: int = 0) -> list[dict]:
+        return self.base_cell.state_info(batch_size)
+
+    def begin_state(self, batch_size: int = 0, func: Callable = jnp.zeros, **kwargs: Any) -> list:
+        return self.base_cell.begin_state(batch_size, func, **kwargs)
+
+    def infer_shape(self, *args, **kwargs) -> None:
+        if len(args) == 3 and isinstance(args[0], (int, np.integer)):  # Gluon 2.0's (i, x, is_bidirect)
+            self.base_cell.infer_shape(*args)
+
+    def forward(self, inputs, states):
+        raise NotImplementedError(f"{type(self).__name__} must implement forward()")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.base_cell!r})"
+
+
+class ResidualCell(ModifierCell):
+    """Residual connection around ``base_cell`` (Wu et al., 2016): each step's output is the base cell's
+    output plus the step's input (so their sizes must match); states are the base cell's."""
+
+    def forward(self, inputs, states):
+        output, states = self.base_cell(inputs, states)
+        return output + inputs, states
+
+    def _unroll(self, inputs, begin_state, layout, merge_outputs):
+        steps = _steps(inputs, layout)
+        outputs, states = self.base_cell._unroll(steps, begin_state, layout, False)
+        return _merged([o + x for o, x in zip(outputs, steps)], inputs, layout, merge_outputs), states
+
+
+class ZoneoutCell(ModifierCell):
+    """Zoneout (Krueger et al., 2016) on ``base_cell``: in training mode each element of a step's output keeps
+    the previous step's output with probability ``zoneout_outputs`` (zeros before the first step), and each
+    element of the new states keeps the old state's value with probability ``zoneout_states``; in predict mode
+    (or with rates 0) it is the base cell. Masks draw keys from :mod:`hybrid.random`, as Dropout does.
+
+    As in Gluon, stepping with ``cell(x, states)`` remembers the previous output on the cell (``reset()``
+    forgets it); ``unroll`` keeps it per sequence. Stepping a hybridized (compiled) ZoneoutCell with
+    ``zoneout_outputs > 0`` in training mode raises NotImplementedError: use ``unroll``.
+    """
+
+    def __init__(self, base_cell: HybridRecurrentCell, zoneout_outputs: float = 0., zoneout_states: float = 0.):
+        if isinstance(base_cell, BidirectionalCell):
+            raise TypeError("ZoneoutCell: a BidirectionalCell cannot be stepped; wrap the cells under it instead")
+        super().__init__(base_cell)
+        for name, rate in (("zoneout_outputs", zoneout_outputs), ("zoneout_states", zoneout_states)):
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+                raise ValueError(f"ZoneoutCell: {name} must be a number in [0, 1], got {rate!r}")
+        self.zoneout_outputs, self.zoneout_states = float(zoneout_outputs), float(zoneout_states)
+        object.__setattr__(self, "_prev_output", None)
+
+    def _runs_compiled(self) -> bool:
+        return False  # forward remembers the previous output on the cell
+
+    def reset(self) -> None:
+        object.__setattr__(self, "_prev_output", None)
+
+    @staticmethod
+    def _keep_new(rate: float, like):
+        """True where the new value is kept: an inverted-dropout mask of ones, as Gluon draws it."""
+        return layer_ops.dropout(jnp.ones(like.shape, like.dtype), _random.next_key(), rate=rate) != 0
+
+    def _step(self, inputs, states, prev_output):
+        output, new_states = self.base_cell(inputs, states)
+        if not autograd.is_training():
+            return output, new_states
+        if self.zoneout_outputs:
+            prev = jnp.zeros_like(output) if prev_output is None else prev_output
+            output = jnp.where(self._keep_new(self.zoneout_outputs, output), output, prev)
+        if self.zoneout_states:
+            new_states = [jnp.where(self._keep_new(self.zoneout_states, new), new, old)
+                          for new, old in zip(new_states, states)]
+        return output, list(new_states)
+
+    def forward(self, inputs, states):
+        if self.zoneout_outputs and autograd.is_training() and isinstance(inputs, jax.core.Tracer):
+            raise NotImplementedError("ZoneoutCell: a compiled (hybridized) ZoneoutCell with zoneout_outputs > 0 "
+                                      "cannot carry the previous output between calls in training; use unroll()")
+        output, states = self._step(inputs, states, self._prev_output)
+        object.__setattr__(self, "_prev_output", None if isinstance(output, jax.core.Tracer) else output)
+        return output, states
+
+    def _unroll(self, inputs, begin_state, layout, merge_outputs):
+        steps = _steps(inputs, layout)
+        states = self.begin_state(steps[0].shape[0], dtype=steps[0].dtype) if begin_state is None \
+            else list(begin_state)
+        outputs, prev = [], None
+        for step in steps:
+            prev, states = self._step(step, states, prev)
+            outputs.append(prev)
+        return _merged(outputs, inputs, layout, merge_outputs), states
+
+    def __repr__(self) -> str:
+        return f"ZoneoutCell(p_out={self.zoneout_outputs}, p_state={self.zoneout_states}, {self.base_cell!r})"
