@@ -226,7 +226,8 @@ def get_resnet(version: int, num_layers: int, pretrained: bool = False, root: An
     return (ResNetV1, ResNetV2)[version - 1](_BLOCKS[version, kind], layers, channels, **kwargs)
 
 
-def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False, root: Any = None, **kwargs: Any) -> _ResNet:
+def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False, root: Any = None,
+                     **kwargs: Any) -> _ResNet:
     """The CIFAR ResNets of He et al. (2015, section 4.2): ``num_layers = 6n + 2``, three stages of ``n``
     basic blocks with 16, 32 and 64 channels, a CIFAR stem and 10 classes by default. Shortcuts that change
     shape are 1x1 projections (the paper's option B). Raises ValueError when ``num_layers`` is not 6n + 2, and

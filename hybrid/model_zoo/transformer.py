@@ -111,6 +111,7 @@ class TransformerClassifier(HybridBlock):
 
 def transformer_classifier(pretrained: bool = False, root: Any = None, **kwargs: Any) -> TransformerClassifier:
     """A :class:`TransformerClassifier` (2 layers of 128 units, 4 heads, vocabulary 10000, 2 classes by
-    default). ``pretrained=True`` raises ValueError (no weights are shipped); ``root`` (Gluon's weight cache directory) is accepted and ignored."""
+    default). ``pretrained=True`` raises ValueError (no weights are shipped); ``root`` (Gluon's weight cache
+    directory) is accepted and ignored."""
     no_pretrained("transformer_classifier", pretrained, root)
     return TransformerClassifier(**kwargs)
