@@ -29,6 +29,15 @@ def eager_only() -> Iterator[None]:
         yield
 
 
+def _holds_blocks(value: Any) -> bool:
+    """Whether ``value`` is a list, tuple or dict with a Block among its items."""
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, (list, tuple)):
+        return False
+    return any(isinstance(item, Block) for item in value)
+
+
 def _is_traced(value: Any) -> bool:
     """Whether ``value`` holds arrays of a JAX transformation (they must not outlive the call)."""
     return any(isinstance(leaf, jax.core.Tracer) and not isinstance(leaf, _lazy.LazyArray)
@@ -101,6 +110,11 @@ class Block(Watched):
         elif isinstance(value, _lazy.LazyArray):
             self._set_state_attribute(name, value)
             return
+        elif _holds_blocks(value):
+            warnings.warn(
+                f"{type(self).__name__}.{name} is a {type(value).__name__} holding Blocks; Blocks inside a list, "
+                "tuple or dict are not registered (their parameters are not collected, initialised or saved). "
+                "Register them with register_child(), or use nn.Sequential / nn.HybridSequential.", stacklevel=2)
         elif not name.startswith("_") and _is_traced(value):
             frame = _context.current().frame
             if frame is None:
@@ -181,6 +195,13 @@ class Block(Watched):
         if skipped:
             warnings.warn(f"{type(self).__name__}.initialize: {skipped} parameter(s) already initialized were "
                           "left unchanged; pass force_reinit=True to re-initialize them.", stacklevel=2)
+        return self
+
+    def setattr(self, name: str, value: Any) -> "Block":
+        """Set attribute ``name`` of every parameter of this block and its children, e.g.
+        ``net.setattr('grad_req', 'null')`` to freeze a network, or ``net.setattr('lr_mult', 0.1)``."""
+        for param in self._unique_params():
+            setattr(param, name, value)
         return self
 
     def apply(self, fn: Callable[["Block"], Any]) -> "Block":

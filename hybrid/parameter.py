@@ -18,6 +18,22 @@ __all__ = ["Parameter", "Constant"]
 _GRAD_REQS = ("write", "add", "null")
 
 
+_warned_x64 = False
+
+
+def _supported_dtype(dtype: Any, name: str | None) -> np.dtype:
+    """``dtype`` as JAX will hold it: 64-bit types become 32-bit unless x64 is enabled (warned once)."""
+    global _warned_x64
+    requested = np.dtype(jnp.dtype(dtype))
+    held = np.dtype(jax.dtypes.canonicalize_dtype(requested))
+    if held != requested and not _warned_x64:
+        _warned_x64 = True
+        warnings.warn(f"Parameter {name!r}: {requested.name} is held as {held.name} because JAX's 64-bit mode is "
+                      "off. Enable it before creating arrays with jax.config.update('jax_enable_x64', True) (or "
+                      "the environment variable JAX_ENABLE_X64=1) to compute in float64.", stacklevel=3)
+    return held
+
+
 def _normalize_shape(shape: Any) -> tuple[int, ...] | None:
     if shape is None:
         return None
@@ -63,7 +79,7 @@ class Parameter(Watched):
                              f"got stype={stype!r}, grad_stype={grad_stype!r}")
         self._name = name
         self._shape = _normalize_shape(shape)
-        self._dtype = np.dtype(jnp.dtype(dtype))
+        self._dtype = _supported_dtype(dtype, self._name)
         self.init = _init.create(init)
         self.lr_mult = float(lr_mult)
         self.wd_mult = float(wd_mult)
@@ -329,7 +345,7 @@ class Parameter(Watched):
 
     def cast(self, dtype: Any) -> None:
         """Convert data and gradient to ``dtype``."""
-        self._dtype = np.dtype(jnp.dtype(dtype))
+        self._dtype = _supported_dtype(dtype, self._name)
         if self._data is not None:
             self._data = self._data.astype(self._dtype)
         if self._grad is not None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -78,6 +79,14 @@ class _SequentialMixin:
 
 class Sequential(_SequentialMixin, Block):
     """Runs children in order; each child's output is the next one's input."""
+
+    def hybridize(self, active: bool = True, **kwargs: Any) -> None:
+        """Hybridize the children; warns when all of them are HybridBlocks (HybridSequential compiles the
+        whole stack as one program)."""
+        if active and self._children and all(isinstance(c, HybridBlock) for c in self._children.values()):
+            warnings.warn(f"all children of this Sequential are HybridBlocks: use nn.HybridSequential to compile "
+                          "them as one program", stacklevel=2)
+        super().hybridize(active, **kwargs)
 
 
 class HybridSequential(_SequentialMixin, HybridBlock):
