@@ -623,3 +623,38 @@ def test_structural_change_releases_the_programs_that_used_the_block():
     assert _lazy.cached_programs() == cached - 1  # the step's program is released with them
     step()
     assert _lazy.cached_programs() == cached
+
+
+@jax.custom_vjp
+def _clipped_gradient(v):
+    return v
+
+
+_clipped_gradient.defvjp(lambda v: (v, None), lambda _, g: (jnp.clip(g, -0.1, 0.1),))
+
+TRANSFORMS = {
+    "jit": lambda w, x: jax.jit(lambda a, b: jnp.sum(jnp.tanh(b @ a)))(w, x),
+    "scan": lambda w, x: jnp.sum(jax.lax.scan(lambda c, _: (jnp.tanh(c @ w), None), x, None, length=3)[0]),
+    "vmap": lambda w, x: jnp.sum(jax.vmap(lambda r: jnp.tanh(r @ w))(x)),
+    "checkpoint": lambda w, x: jnp.sum(jax.checkpoint(lambda a: jnp.tanh(x @ a))(w)),
+    "custom_vjp": lambda w, x: jnp.sum(_clipped_gradient(x @ w) * 3.0),
+    "cond": lambda w, x: jax.lax.cond(True, lambda a: jnp.sum(a ** 2), jnp.sum, x @ w),
+    "fori_loop": lambda w, x: jnp.sum(jax.lax.fori_loop(0, 3, lambda i, c: jnp.tanh(c @ w), x)),
+    "logsumexp": lambda w, x: jnp.sum(jax.nn.softmax(x @ w)) + jax.scipy.special.logsumexp(x @ w),
+    "relu_at_zero": lambda w, x: jnp.sum(jax.nn.relu(x @ w * 0.0)),
+    "random": lambda w, x: jnp.sum(jax.random.normal(jax.random.key(0), (4, 3)) * (x @ w)),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMS))
+def test_jax_transformations_inside_record_differentiate_like_jax_grad(name):
+    """jit, control flow, vmap, checkpoint and custom derivative rules inside record(): the gradient is
+    jax.grad's, custom rules (custom_vjp clipping, relu's jvp at 0) included."""
+    f = TRANSFORMS[name]
+    rng = np.random.default_rng(0)
+    w = jnp.asarray(rng.standard_normal((3, 3)), jnp.float32)
+    x = jnp.asarray(rng.standard_normal((4, 3)), jnp.float32)
+    with autograd.record():
+        value = f(w, x)
+    assert_close(autograd.grad(value, w), jax.grad(f)(w, x), rtol=1e-5, atol=1e-6)
+    assert_close(value, f(w, x), rtol=1e-5, atol=1e-6)
