@@ -42,8 +42,15 @@ def check_rate(layer: str, name: str, value: Any) -> float:
 
 
 def as_float(x: Any, dtype: Any) -> jax.Array:
-    """``x`` converted to ``dtype`` when it differs (e.g. integer inputs to a float layer)."""
-    return x if x.dtype == dtype else x.astype(dtype)
+    """``x`` converted to ``dtype`` when it differs (e.g. integer inputs to a float layer). Raises TypeError
+    for a complex ``x`` going to a real layer (the imaginary part would be dropped silently)."""
+    if x.dtype == dtype:
+        return x
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(dtype, jnp.complexfloating):
+        raise TypeError(f"got a {x.dtype} input for {np.dtype(dtype).name} parameters; converting it would drop "
+                        "the imaginary part. Pass real inputs (e.g. jnp.real(x) or the real and imaginary parts "
+                        "as features).")
+    return x.astype(dtype)
 
 
 class _SequentialMixin:
@@ -218,6 +225,9 @@ class BatchNorm(HybridBlock):
             raise ShapeError(f"expected {expected} channels on axis {self._axis}, got input of shape {x.shape}")
         params = (self.gamma.data(), self.beta.data(), self.running_mean.data(), self.running_var.data())
         training = autograd.is_training() and not self._use_global_stats
+        if training and math.prod(x.shape) // x.shape[axis] == 0:
+            raise ShapeError(f"got an empty batch (input shape {x.shape}) in training mode: its statistics are "
+                             "undefined and would make the running mean and variance NaN. Skip empty batches.")
         out = layer_ops.batch_norm(x, *params, axis=axis, eps=self._epsilon, momentum=self._momentum,
                                    training=training)
         if not training:

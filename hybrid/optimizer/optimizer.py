@@ -6,10 +6,12 @@ Trainer traces it for all parameters into one compiled program.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = ["Optimizer", "register", "create"]
 
@@ -33,6 +35,19 @@ def create(name: Any, **kwargs: Any) -> "Optimizer":
     return cls(**kwargs)
 
 
+def _finite(optimizer: Any, name: str, value: Any, minimum: float | None = None) -> float:
+    """``value`` as a float; TypeError for a non-number (a string, say), ValueError for NaN, infinity or a
+    value below ``minimum``, naming the optimizer and the hyperparameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{type(optimizer).__name__}: {name} must be a number, got {value!r} "
+                        f"({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum:g}" if minimum is not None else ""
+        raise ValueError(f"{type(optimizer).__name__}: {name} must be a finite number{bound}, got {value}")
+    return value
+
+
 class Optimizer:
     """Base optimizer.
 
@@ -47,13 +62,13 @@ class Optimizer:
     def __init__(self, learning_rate: float = 0.01, wd: float = 0.0, rescale_grad: float = 1.0,
                  clip_gradient: float | None = None, lr_scheduler: Callable[[int], float] | None = None,
                  begin_num_update: int = 0, multi_precision: bool = False, param_dict: Any = None):
-        if learning_rate is not None and learning_rate < 0:
-            raise ValueError(f"{type(self).__name__}: learning_rate must be >= 0, got {learning_rate}")
-        if clip_gradient is not None and clip_gradient <= 0:
+        if learning_rate is not None:
+            learning_rate = _finite(self, "learning_rate", learning_rate, minimum=0.0)
+        if clip_gradient is not None and _finite(self, "clip_gradient", clip_gradient) <= 0:
             raise ValueError(f"{type(self).__name__}: clip_gradient must be positive, got {clip_gradient}")
         self.lr = learning_rate
-        self.wd = float(wd)
-        self.rescale_grad = float(rescale_grad)
+        self.wd = _finite(self, "wd", wd)
+        self.rescale_grad = _finite(self, "rescale_grad", rescale_grad)
         self.clip_gradient = clip_gradient
         self.lr_scheduler = lr_scheduler
         if lr_scheduler is not None and learning_rate is not None and hasattr(lr_scheduler, "base_lr"):
@@ -73,7 +88,7 @@ class Optimizer:
         """Set the base learning rate; not allowed when an lr_scheduler drives it."""
         if self.lr_scheduler is not None:
             raise RuntimeError(f"{type(self).__name__} has an lr_scheduler; set_learning_rate cannot override it")
-        self.lr = float(lr)
+        self.lr = _finite(self, "learning_rate", lr, minimum=0.0)
 
     # -- the math ---------------------------------------------------------------------
     def create_state(self, weight: jax.Array) -> tuple:
