@@ -199,12 +199,8 @@ class RNNCell(_GatedCell):
         self._mode = "rnn_" + activation
 
 
-class LSTMCell(_GatedCell):
-    """LSTM cell with gates i, f, g, o (MXNet's order; see :class:`hybrid.rnn.LSTM`). States ``[h, c]``;
-    ``forward(inputs, states) -> (h', [h', c'])``: ``c' = ra(f) * c + ra(i) * a(g)``, ``h' = ra(o) * a(c')``
-    for ``a = activation``, ``ra = recurrent_activation``."""
-
-    _mode = "lstm"
+class _ActivatedGatedCell(_GatedCell):
+    """A gated cell with a candidate ``activation`` and a gate ``recurrent_activation``."""
 
     def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
                  i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
@@ -214,7 +210,15 @@ class LSTMCell(_GatedCell):
         self._set_activations(activation, recurrent_activation)
 
 
-class GRUCell(_GatedCell):
+class LSTMCell(_ActivatedGatedCell):
+    """LSTM cell with gates i, f, g, o (MXNet's order; see :class:`hybrid.rnn.LSTM`). States ``[h, c]``;
+    ``forward(inputs, states) -> (h', [h', c'])``: ``c' = ra(f) * c + ra(i) * a(g)``, ``h' = ra(o) * a(c')``
+    for ``a = activation``, ``ra = recurrent_activation``."""
+
+    _mode = "lstm"
+
+
+class GRUCell(_ActivatedGatedCell):
     """GRU cell with gates r, z, n (MXNet's formulation; see :class:`hybrid.rnn.GRU`). States ``[h]``;
     ``forward(inputs, states) -> (h', [h'])``: ``r = ra(x_r + h_r)``, ``z = ra(x_z + h_z)``,
     ``n = a(x_n + r * h_n)``, ``h' = (1 - z) * n + z * h`` for ``a = activation`` (the candidate's, default
@@ -222,13 +226,6 @@ class GRUCell(_GatedCell):
     :class:`hybrid.nn.Activation` or callables. With the defaults the step is one fused operation."""
 
     _mode = "gru"
-
-    def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None, h2h_weight_initializer: Any = None,
-                 i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
-                 activation: Any = "tanh", recurrent_activation: Any = "sigmoid", dtype: Any = "float32"):
-        super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
-                         h2h_bias_initializer, input_size, dtype)
-        self._set_activations(activation, recurrent_activation)
 
 
 class SequentialRNNCell(HybridRecurrentCell):
