@@ -29,6 +29,23 @@ def eager_only() -> Iterator[None]:
         yield
 
 
+def _is_array_like(value: Any) -> bool:
+    if isinstance(value, (jax.Array, np.ndarray, np.generic, int, float, complex)):
+        return True
+    if isinstance(value, (list, tuple)):  # e.g. recurrent states
+        return all(isinstance(v, (jax.Array, np.ndarray)) for v in value)
+    return False
+
+
+def _input_type_error(block: "Block", args: tuple, exc: AttributeError) -> Exception:
+    """A TypeError naming the input when an AttributeError comes from an input that is not an array."""
+    for i, arg in enumerate(args):
+        if not _is_array_like(arg):
+            return TypeError(f"{type(block).__name__} expects arrays as inputs, but input {i} is "
+                             f"of type {type(arg).__name__} ({exc})")
+    return exc
+
+
 def _holds_blocks(value: Any) -> bool:
     """Whether ``value`` is a list, tuple or dict with a Block among its items."""
     if isinstance(value, dict):
@@ -272,7 +289,8 @@ class Block(Watched):
         try:
             out = self._dispatch(args, kwargs)
         except Exception as exc:
-            error = self._located_error(exc, depth.value == 1)
+            error = _input_type_error(self, args, exc) if isinstance(exc, AttributeError) else exc
+            error = self._located_error(error, depth.value == 1)
             if error is exc:
                 raise
             raise error from exc

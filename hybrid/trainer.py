@@ -57,6 +57,10 @@ class Trainer:
         if isinstance(params, dict):
             named = list(params.items())
         elif isinstance(params, (list, tuple)):
+            for i, p in enumerate(params):
+                if not isinstance(p, Parameter):
+                    raise TypeError(f"Trainer: params must be Parameters (e.g. net.collect_params()), but item {i} "
+                                    f"is of type {type(p).__name__}")
             named = [(p.name or f"param{i}", p) for i, p in enumerate(params)]
         else:
             raise TypeError(f"Trainer: params must be a dict (e.g. net.collect_params()) or a list of "

@@ -50,3 +50,21 @@ def test_set_learning_rate_refuses_nan_and_negative_values():
         with pytest.raises(ValueError, match="learning_rate"):
             trainer.set_learning_rate(bad)
     assert trainer.learning_rate == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("bad", [[1, 2, 3], "abc", None])
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_a_non_array_input_is_named(bad, hybridize):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(2, in_units=3))
+    net.initialize()
+    if hybridize:
+        net.hybridize()
+    expected = f"Dense expects arrays as inputs, but input 0 is of type {type(bad).__name__}"
+    with pytest.raises(TypeError, match=expected):
+        net(bad)
+
+
+def test_trainer_refuses_a_list_of_non_parameters():
+    with pytest.raises(TypeError, match="item 0 is of type int"):
+        Trainer([1, 2], "sgd")
