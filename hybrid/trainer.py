@@ -321,21 +321,28 @@ class Trainer:
         serialization.save_arrays(fname, arrays)
 
     def load_states(self, fname: str) -> None:
-        """Restore states written by ``save_states``; ValueError if they belong to another setup."""
+        """Restore states written by ``save_states``, matched to this Trainer's parameters by name.
+
+        Raises ValueError (nothing changed) when the file belongs to another setup: another optimizer,
+        other parameter names, states of other shapes, or damaged metadata."""
         arrays = serialization.load_arrays(fname)
-        if "__meta__" not in arrays:
-            raise ValueError(f"{fname}: not a Trainer state file (no metadata)")
-        meta = json.loads(arrays["__meta__"].tobytes().decode())
+        meta, by_name = _state_file_meta(fname, arrays)
         if meta["optimizer"] != type(self._optimizer).__name__:
             raise ValueError(f"{fname}: states of optimizer {meta['optimizer']}, this Trainer uses "
                              f"{type(self._optimizer).__name__}")
-        if len(meta["params"]) != len(self._params):
-            raise ValueError(f"{fname}: states for {len(meta['params'])} parameters, this Trainer has "
-                             f"{len(self._params)}")
+        names = [self._names[p] for p in self._params]
+        if sorted(by_name) != sorted(names):
+            missing, extra = sorted(set(names) - set(by_name)), sorted(set(by_name) - set(names))
+            raise ValueError(f"{fname}: the states are for other parameters (missing {missing[:5]}, not in this "
+                             f"Trainer {extra[:5]})")
         restored = {}
-        for i, (param, entry) in enumerate(zip(self._params, meta["params"])):
+        for param, name in zip(self._params, names):
+            i, entry = by_name[name]
             if entry["n_state"] < 0:
                 continue
+            missing_leaves = [f"{i}.{j}" for j in range(entry["n_state"]) if f"{i}.{j}" not in arrays]
+            if missing_leaves:
+                raise ValueError(f"{fname}: state arrays {missing_leaves} of parameter {name!r} are missing")
             leaves = tuple(jnp.asarray(arrays[f"{i}.{j}"]) for j in range(entry["n_state"]))
             expected = jax.tree_util.tree_map(lambda x: (x.shape, x.dtype),
                                               tuple(self._optimizer.create_state(param.data())))
@@ -345,4 +352,29 @@ class Trainer:
                                  f"expected {tuple(expected)}")
             restored[param] = leaves
         self._states = restored
-        self._optimizer.num_update = int(meta["num_update"])
+        self._optimizer.num_update = meta["num_update"]
+
+
+def _state_file_meta(fname: str, arrays: dict) -> tuple[dict, dict]:
+    """The metadata of a Trainer state file, checked, and its parameter entries by name."""
+    if "__meta__" not in arrays:
+        raise ValueError(f"{fname}: not a Trainer state file (no metadata)")
+    try:
+        meta = json.loads(arrays["__meta__"].tobytes().decode())
+        entries = meta["params"]
+        by_name = {}
+        for i, entry in enumerate(entries):
+            if not isinstance(entry["name"], str) or not isinstance(entry["n_state"], int) or entry["n_state"] < -1:
+                raise TypeError(entry)
+            by_name[entry["name"]] = (i, entry)
+        optimizer, num_update = meta["optimizer"], meta["num_update"]
+        if not isinstance(optimizer, str) or isinstance(num_update, bool) or not isinstance(num_update, int):
+            raise TypeError(meta)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError) as exc:
+        raise ValueError(f"{fname}: damaged Trainer state metadata ({type(exc).__name__})") from None
+    if not 0 <= num_update < 2 ** 53:
+        raise ValueError(f"{fname}: num_update {num_update} is not a valid update count")
+    if len(by_name) != len(entries):
+        raise ValueError(f"{fname}: a parameter name appears twice in the state file")
+    return meta, by_name
+
