@@ -306,7 +306,7 @@ class Block(Watched):
             ctx.frame.note_call(self)
         if ctx.recording:
             if not ctx.eager_only and (self._active or self._runs_compiled()):
-                return self._get_recorded_op().record((args, kwargs))
+                return self._compiled_op().record((args, kwargs))
             out = self._run_forward((_to_jax(args), _to_jax(kwargs)))
             if _context.call_depth.value == 1:  # an input returned as it is becomes a recorded value too
                 out = jax.tree_util.tree_map(ctx.tape.recorded, out)
@@ -314,7 +314,7 @@ class Block(Watched):
         if ctx.frame is not None:
             return ctx.frame.call_block(self, args, kwargs)
         if not ctx.eager_only and (self._active or self._runs_compiled()):
-            return self._get_recorded_op()((args, kwargs))
+            return self._compiled_op()((args, kwargs))
         return self._run_forward((_to_jax(args), _to_jax(kwargs)))
 
     def _run_forward(self, packed: tuple) -> Any:
@@ -567,7 +567,7 @@ class HybridBlock(Block):
             return False
         return all(child._runs_compiled() for child in self._children.values())
 
-    def _get_recorded_op(self) -> cached_op.CachedOp:
+    def _compiled_op(self) -> cached_op.CachedOp:
         """The compiled calls of this block: the hybridized ones, else un-optimised ones."""
         if self._active:
             return self._get_cached_op()
