@@ -19,8 +19,12 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 WIDTH, DEPTH, CLASSES, BATCH, LR, MOMENTUM = 64, 33, 10, 32, 0.01, 0.9
 
@@ -106,7 +110,7 @@ def first_step(variant: str) -> float:
     code = ("import time, jax, sys; sys.path.insert(0, '.'); from benchmarks.bench_recorded_step import *; "
             f"run = {'limit_step()[0]' if variant == 'limit' else f'hybrid_step({variant!r})'}; "
             "t = time.perf_counter(); jax.block_until_ready(run()); print(time.perf_counter() - t)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     return float(out.stdout.split()[-1])
 
 
