@@ -18,7 +18,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-__all__ = ["Context", "current", "scope"]
+__all__ = ["Context", "current", "scope", "replace_current"]
 
 
 class Context:
@@ -68,6 +68,13 @@ call_depth = _Depth()  # nesting of Block calls, so that errors are located once
 def current() -> Context:
     """The context code runs in now."""
     return _stack.top
+
+
+def replace_current(**changes: Any) -> Context:
+    """Change the current context in place (no restoring on exit); returns the previous one."""
+    previous = _stack.top
+    _stack.top = previous.replace(**changes)
+    return previous
 
 
 @contextmanager

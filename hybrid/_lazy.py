@@ -395,7 +395,7 @@ class Tape:
         self.held: list = []
         self.live: dict[int, Any] = {}        # slot -> weakref to the LazyArray standing for it
         self.writes: dict[Any, tuple] = {}    # cell -> (slots, setter taking their values as a list)
-        self.replaced: dict[int, Any] = {}    # input slot -> cell whose write may reuse its buffer
+        self.replaced: dict[int, tuple] = {}  # input slot -> (cell, holders, slot of its new value): donation
         self.param_slots: dict[Any, int] = {}  # Parameter -> slot of the value read while recording
         self.tokens: set[int] = set()
         self.cacheable = True

@@ -36,10 +36,7 @@ def is_training() -> bool:
 
 def set_training(flag: bool) -> bool:
     """Set the training flag of the current context; returns the previous value."""
-    ctx = _context.current()
-    previous = ctx.training
-    _context._stack.top = ctx.replace(training=bool(flag))
-    return previous
+    return _context.replace_current(training=bool(flag)).training
 
 
 def set_recording(flag: bool) -> bool:
@@ -50,7 +47,7 @@ def set_recording(flag: bool) -> bool:
     if bool(flag) != previous:
         tape = _lazy.Tape(_lazy.current_trace()) if flag else None
         _lazy.set_trace(tape.trace if flag else (ctx.tape.parent if ctx.tape is not None else None))
-        _context._stack.top = ctx.replace(recording=bool(flag), tape=tape)
+        _context.replace_current(recording=bool(flag), tape=tape)
     return previous
 
 
