@@ -82,11 +82,13 @@ class TraceResult:
     """A forward traced into a graph, with what is needed to call it."""
 
     def __init__(self, graph: Graph, params: list[Parameter], state_params: list[Parameter],
-                 out_tree: Any, uses_rng: bool, n_outputs: int, attributes: list, attr_inputs: list):
+                 out_tree: Any, uses_rng: bool, n_outputs: int, attributes: list, attr_inputs: list,
+                 out_avals: list):
         self.graph, self.params, self.state_params = graph, params, state_params
         self.out_tree, self.uses_rng, self.n_outputs = out_tree, uses_rng, n_outputs
         self.attributes = attributes  # (block, name) of attributes assigned in forward: outputs after the states
         self.attr_inputs = attr_inputs  # (block, name) of those read before being assigned: inputs after the data
+        self.out_avals = out_avals  # shapes and dtypes of the outputs, then of the states and attributes
 
 
 def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list, attr_inputs: list):
@@ -167,10 +169,8 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
     graph = from_jaxpr(closed, names)
     if not info["uses_rng"]:
         graph = _drop_rng_inputs(graph)
-    result = TraceResult(graph, params, info["states"], info["out_tree"], info["uses_rng"], info["n_out"],
-                         info["attributes"], attr_inputs)
-    result.out_avals = list(closed.out_avals)  # outputs, then states and attributes
-    return result
+    return TraceResult(graph, params, info["states"], info["out_tree"], info["uses_rng"], info["n_out"],
+                       info["attributes"], attr_inputs, list(closed.out_avals))
 
 
 def _drop_rng_inputs(graph: Graph) -> Graph:
