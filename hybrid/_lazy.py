@@ -58,19 +58,23 @@ def _force(tracer: "LazyArray") -> Any:
     if value is None:
         tracer._tape.materialize()
         value = tracer._value
+        if value is None and tracer._packed is not None:
+            pack, index = tracer._packed
+            value = tracer._value = pack.value(index)
     return value
 
 
 class LazyArray(core.Tracer):
     """A recorded value: shape and dtype now, the data when first needed."""
 
-    __slots__ = ("_tape", "_slot", "_value")
+    __slots__ = ("_tape", "_slot", "_value", "_packed")
 
-    def __init__(self, trace: "LazyTrace", aval: Any, slot: int):
+    def __init__(self, trace: "LazyTrace", aval: Any, slot: int, packed: tuple | None = None):
         super().__init__(trace, aval)
         self._tape = trace.tape
         self._slot = slot
         self._value = None
+        self._packed = packed  # (_Pack, index) when the tape computes it inside a packed buffer
 
     # the value, computed on demand -----------------------------------------------------
     def full_lower(self):
@@ -374,6 +378,85 @@ def _identity(value: Any) -> list:
     return [value]
 
 
+class _PackLayout:
+    """Where each of a list of arrays lies in one flat buffer per dtype: ``pack(*arrays)`` and
+    ``split(buffers)`` (jitted) convert between the two forms."""
+
+    def __init__(self, avals: Sequence):
+        dtypes: list = []
+        self.places = []  # (buffer, start, stop, shape) per array
+        ends: list[int] = []
+        for aval in avals:
+            dtype = np.dtype(aval.dtype)
+            if dtype not in dtypes:
+                dtypes.append(dtype)
+                ends.append(0)
+            buffer = dtypes.index(dtype)
+            start = ends[buffer]
+            ends[buffer] = start + int(np.prod(aval.shape, dtype=np.int64))
+            self.places.append((buffer, start, ends[buffer], tuple(aval.shape)))
+        self.groups = [[i for i, place in enumerate(self.places) if place[0] == b] for b in range(len(dtypes))]
+        self.buffer_avals = [core.ShapedArray((n,), d) for n, d in zip(ends, dtypes)]
+        self.split = jax.jit(self._split)
+
+    def pack(self, *arrays: Any) -> list:
+        return [jax.numpy.concatenate([arrays[i].ravel() for i in group]) for group in self.groups]
+
+    def _split(self, buffers: list) -> list:
+        return [buffers[b][start:stop].reshape(shape) for b, start, stop, shape in self.places]
+
+
+_LAYOUTS: dict[tuple, _PackLayout] = {}
+_LAYOUT_BY_AVALS: dict[tuple, tuple] = {}  # ids of aval objects -> (the avals, their layout)
+
+
+def _pack_layout(avals: list) -> _PackLayout:
+    """The (cached) layout of arrays of ``avals``; found by the avals' identities first (the common
+    case: the same cached avals every step), else by their shapes and dtypes."""
+    ids = tuple(map(id, avals))
+    hit = _LAYOUT_BY_AVALS.get(ids)
+    if hit is not None and all(map(_is, hit[0], avals)):
+        return hit[1]
+    key = tuple((a.shape, a.dtype) for a in avals)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        if len(_LAYOUTS) > 256:
+            _LAYOUTS.clear()
+        layout = _LAYOUTS[key] = _PackLayout(avals)
+    if len(_LAYOUT_BY_AVALS) > 256:
+        _LAYOUT_BY_AVALS.clear()
+    _LAYOUT_BY_AVALS[ids] = (list(avals), layout)
+    return layout
+
+
+def _is(a: Any, b: Any) -> bool:
+    return a is b
+
+
+class _Pack:
+    """Values that a tape program returns packed (one flat buffer per dtype instead of one output
+    per array, which is cheaper for XLA and for dispatch); split, all together, on first need."""
+
+    __slots__ = ("layout", "buffers", "values", "on_split")
+
+    def __init__(self, layout: _PackLayout, on_split: Callable[["_Pack", list], None] | None):
+        self.layout, self.buffers, self.values, self.on_split = layout, None, None, on_split
+
+    def fill(self, buffers: list) -> None:
+        self.buffers = buffers
+
+    def value(self, index: int) -> Any:
+        if self.values is None:
+            if self.buffers is None:
+                raise AutogradError("this value was recorded on a tape that ended before computing it")
+            with core.set_current_trace(core.eval_trace):
+                self.values = self.layout.split(self.buffers)
+            self.buffers = None
+            if self.on_split is not None:
+                self.on_split(self, self.values)
+        return self.values[index]
+
+
 # -- the tape ------------------------------------------------------------------------------
 class Tape:
     """The staged computation of one recording: inputs, nodes, live values, pending writes.
@@ -484,10 +567,19 @@ class Tape:
         slot = self.input_ids[id(value)]
         return self.add("call", _identity, None, [slot], [self.aval(slot)], ("call", "identity"))[0]
 
-    def detached(self, slots: Sequence[int]) -> list[LazyArray]:
-        """LazyArrays for ``slots`` that materialisation does not track: a write must set their values."""
-        trace, avals = self.trace, self.avals
-        return [LazyArray(trace, avals[s], s) for s in slots]
+    def packed(self, slots: Sequence[int], on_split: Callable[[Any, list], None] | None = None) -> list[LazyArray]:
+        """LazyArrays for ``slots`` that a program computes packed into one flat buffer per dtype
+        (one output instead of one per array). They are split together when one is first needed:
+        then ``on_split(pack, values)`` runs, where ``pack`` is ``x._packed[0]`` of each of them."""
+        avals = self.avals
+        member_avals = [avals[s] for s in slots]
+        layout = _pack_layout(member_avals)
+        pack = _Pack(layout, on_split)
+        buffers = self.add("call", layout.pack, None, slots, layout.buffer_avals, ("call", "pack", layout),
+                           slots_only=True)
+        self.write_group(pack, buffers, pack.fill)
+        trace = self.trace
+        return [LazyArray(trace, aval, s, (pack, i)) for i, (aval, s) in enumerate(zip(member_avals, slots))]
 
     def slots_of(self, values: Sequence, keyed: bool = True) -> list[int]:
         """:meth:`slot_of` for many values (the common cases of :meth:`input` inlined: this runs for

@@ -10,6 +10,7 @@ gradients with respect to any arrays used inside ``record()``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import jax
@@ -187,26 +188,33 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
         return  # nothing trainable was recorded: no gradient to write
     frame = functional.compile_frame()
+    wrt = list(map(param_slots.__getitem__, params))
     if frame is None and all(p._grad_req == "write" for p in params):
-        # the common case, without a Python call per parameter: each gradient is a LazyArray whose
-        # data the step's program writes (it is not tracked as live: the write sets its value)
-        slots = tape.grad(heads, head_grads, list(map(param_slots.__getitem__, params)), False, slots_only=True)
-        new = tape.detached(slots)
-        Parameter._assign_grads(params, new)
+        # the common case, without a Python call per parameter: the step's program returns the
+        # gradients packed, and they are split into arrays only if someone reads them
+        slots = tape.grad(heads, head_grads, wrt, False, slots_only=True)
+        Parameter._assign_grads(params, tape.packed(slots, functools.partial(_gradients_split, params)))
     else:
-        grads = tape.grad(heads, head_grads, [param_slots[p] for p in params], create_graph=False)
+        grads = tape.grad(heads, head_grads, wrt, create_graph=False)
         with _lazy.recording_trace(tape):
             new = [param._accumulate_grad(g, frame) for param, g in zip(params, grads)]
-        slots = None if frame is not None else [tape.slot_of(g) for g in new]
-    if frame is None:
-        def computed(values: list) -> None:  # the gradients' data replaces the recorded values
-            for param, lazy, value in zip(params, new, values):
-                lazy._value = value
-                if param._grad is lazy:
-                    param._assign_grad(value, param._grad_fresh)
-        tape.write_group(object(), slots, computed)
+        if frame is None:
+            def computed(values: list) -> None:  # the gradients' data replaces the recorded values
+                for param, lazy, value in zip(params, new, values):
+                    lazy._value = value
+                    if param._grad is lazy:
+                        param._assign_grad(value, param._grad_fresh)
+            tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
     if not retain_graph:
         tape.differentiated = True
+
+
+def _gradients_split(params: list[Parameter], pack: Any, values: list) -> None:
+    """Packed gradients were split: parameters still holding them get the arrays."""
+    for param, value in zip(params, values):
+        grad = param._grad
+        if isinstance(grad, _lazy.LazyArray) and grad._packed is not None and grad._packed[0] is pack:
+            param._assign_grad(value, param._grad_fresh)
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,
