@@ -70,7 +70,8 @@ class LazyArray(core.Tracer):
     __slots__ = ("_tape", "_slot", "_value", "_packed")
 
     def __init__(self, trace: "LazyTrace", aval: Any, slot: int, packed: tuple | None = None):
-        super().__init__(trace, aval)
+        self._trace = trace  # core.Tracer.__init__, inlined: thousands are made per second
+        self.aval = aval
         self._tape = trace.tape
         self._slot = slot
         self._value = None
@@ -523,15 +524,15 @@ class Tape:
         if param not in self.param_slots:
             self.param_slots[param] = self.slot_of(value)
 
-    def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None = None) -> None:
-        """:meth:`read_param` for many parameters. ``avals`` (their known shapes and dtypes) leaves
-        them out of the key: the caller's node key implies them."""
+    def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None = None) -> Sequence[int]:
+        """:meth:`read_param` for many parameters; returns the slots of ``values``. ``avals`` (their
+        known shapes and dtypes) leaves them out of the key: the caller's node key implies them."""
         known = self.param_slots
-        if avals is not None and not any(map(known.__contains__, params)):
+        if avals is not None and known.keys().isdisjoint(params):
             slots = self.new_inputs(values, avals)
             if slots is not None:
                 known.update(zip(params, slots))
-                return
+                return slots
         slots = self.slots_of(values, avals is None)
         setdefault = known.setdefault
         for param, slot in zip(params, slots):
@@ -541,6 +542,7 @@ class Tape:
             for slot, aval in zip(slots, avals):
                 if avals_list[slot] is None:
                     avals_list[slot] = aval
+        return slots
 
     def new_inputs(self, values: Sequence, avals: Sequence | None = None) -> range | None:
         """Slots for arrays none of which is on the tape yet, all at once, with one key part (the
@@ -548,7 +550,7 @@ class Tape:
         of them is on the tape already or is a LazyArray."""
         ids = self.input_ids
         keys = list(map(id, values))
-        if any(map(ids.__contains__, keys)) or any(isinstance(v, LazyArray) for v in values):
+        if not ids.keys().isdisjoint(keys) or LazyArray in set(map(type, values)):
             return None
         start, n, at = len(self.avals), len(values), len(self.input_values)
         slots = range(start, start + n)
@@ -642,14 +644,17 @@ class Tape:
         return outs if prim.multiple_results else outs[0]
 
     def call(self, fn: Callable, key: Any, args: Sequence, out_avals: Sequence, token: int | None = None,
-             slots_only: bool = False, keyed_inputs: bool = True) -> list:
+             slots_only: bool = False, keyed_inputs: bool = True, slots: Sequence[int] | None = None) -> list:
         """Stage ``fn(*args) -> list of arrays``, a pure function identified by the hashable ``key``.
         ``token`` names what the function depends on (see :func:`forget_token`). Returns a
         LazyArray per result, or with ``slots_only`` their slots (for results only written).
-        ``keyed_inputs=False`` when ``key`` determines the shapes and dtypes of ``args``."""
+        ``keyed_inputs=False`` when ``key`` determines the shapes and dtypes of ``args``; ``slots``
+        when the caller has the slots of ``args`` already (``args`` is not read then)."""
         if token is not None:
             self.tokens.add(token)
-        return self.add("call", fn, None, self.slots_of(args, keyed_inputs), out_avals, ("call", key), slots_only)
+        if slots is None:
+            slots = self.slots_of(args, keyed_inputs)
+        return self.add("call", fn, None, slots, out_avals, ("call", key), slots_only)
 
     def region(self, prim: core.Primitive, fun: lu.WrappedFun, tracers: Sequence, rules: tuple, bind: dict,
                rule_key: Any) -> list[LazyArray]:
@@ -756,18 +761,15 @@ class Tape:
         with core.set_current_trace(self.parent):
             results = program(given, kept)
         del given
-        live = self.live
-        for slot, value in zip(out_slots, results):
-            ref = live.get(slot)
-            tracer = ref() if ref is not None else None
-            if tracer is not None:
-                tracer._value = value
+        value_of = dict(zip(out_slots, results))
+        for slot, ref in self.live.items():
+            tracer = ref()
+            if tracer is not None and tracer._value is None:
+                tracer._value = value_of[slot]
         writes, self.writes, self.replaced = self.writes, {}, {}
-        if write_cells:
-            value_of = dict(zip(out_slots, results))
-            for cell in write_cells:
-                slots, setter = writes[cell]
-                setter([value_of[s] for s in slots])
+        for cell in write_cells:
+            slots, setter = writes[cell]
+            setter(list(map(value_of.__getitem__, slots)))
 
     def _donation(self, write_cells: list) -> tuple[int, ...]:
         """Positions (in the input list) of inputs that only the tape and a cell being overwritten hold."""

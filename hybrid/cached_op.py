@@ -319,10 +319,11 @@ class CompiledForward:
             values = list(map(_get_data, params))
             if self._param_avals is None:
                 self._param_avals = [jax.core.ShapedArray(v.shape, v.dtype) for v in values]
-            tape.read_params(params, values, self._param_avals)  # the entry implies their shapes and dtypes
+            param_slots = tape.read_params(params, values, self._param_avals)  # the entry implies their avals
         else:
-            values = [p.data() for p in params]  # noted on the tape as parameter reads
-        flat = values + list(arrays) + list(rng)
+            param_slots = tape.slots_of([p.data() for p in params], False)  # noted on the tape as parameter reads
+        rest = list(arrays) + list(rng)
+        slots = list(param_slots) + tape.slots_of(rest, False)
         n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, self.forward
 
         def call(*flat_values):
@@ -330,7 +331,7 @@ class CompiledForward:
             outputs, states = forward(p, rest[:n_arrays], rest[n_arrays:])
             return list(outputs) + list(states)
 
-        results = tape.call(call, self.token, flat, self._out_avals, token=self.token, keyed_inputs=False)
+        results = tape.call(call, self.token, None, self._out_avals, token=self.token, slots=slots)
         return results[:n_out], results[n_out:]
 
 

@@ -253,6 +253,12 @@ class Parameter(Watched):
             param._grad, param._grad_fresh, param._grad_dropped = grad, True, False
 
     @staticmethod
+    def _assign_all(params: Sequence["Parameter"], values: Sequence) -> None:
+        """:meth:`_assign` for many parameters."""
+        for param, value in zip(params, values):
+            param._data = value
+
+    @staticmethod
     def _set_fresh_all(params: Sequence["Parameter"], fresh: bool) -> None:
         """:meth:`_set_fresh` for many parameters."""
         for param in params:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import operator
 import sys
@@ -203,11 +204,8 @@ class Trainer:
         del grads, states
 
         def store(values: list) -> None:
-            at = n
-            for param, weight, size in zip(active, values, sizes):
-                param._assign(weight)
-                self._states[param] = tuple(values[at:at + size])
-                at += size
+            Parameter._assign_all(active, values[:n])
+            self._states.update(zip(active, _group(values[n:], sizes)))
 
         # the old weights and state leaves are held by their parameters and by self._states until store()
         tape.write_group(("update", self), slots, store, holders=1, replaced_slots=weight_slots + list(state_slots))
@@ -353,6 +351,14 @@ class Trainer:
             restored[param] = leaves
         self._states = restored
         self._optimizer.num_update = meta["num_update"]
+
+
+def _group(leaves: list, sizes: tuple) -> Any:
+    """``leaves`` cut into consecutive tuples of ``sizes`` (an iterator)."""
+    if len(set(sizes)) == 1:  # every state has the same number of leaves (the usual case)
+        return zip(*[iter(leaves)] * sizes[0]) if sizes[0] else (() for _ in sizes)
+    ends = list(itertools.accumulate(sizes))
+    return (tuple(leaves[end - size:end]) for size, end in zip(sizes, ends))
 
 
 def _state_file_meta(fname: str, arrays: dict) -> tuple[dict, dict]:
