@@ -7,10 +7,12 @@ The limit is one ``jax.jit`` of forward, loss, backward and update over flat par
 donated buffers. Printed, each as a ratio to the limit:
 
 - steady-state time per step (medians of interleaved rounds) of the loop as users write it: net
-  hybridized and loss block not (``gluon_loop``), the same with an ``l.mean()`` head, nothing
-  hybridized (``eager``), and ``hybrid.compile`` of the same step;
+  hybridized and loss block not (``gluon_loop``), the same with an ``l.mean()`` head, the same
+  with ``Trainer(..., keep_grads=False)`` (``no_grads``: gradients not kept after the step),
+  nothing hybridized (``eager``), and ``hybrid.compile`` of the same step;
 - the first step (tracing and compiling included), each measured in a fresh process;
-- XLA's memory figure of the step's program (temporaries + arguments + outputs - aliased bytes).
+- XLA's memory figure of the step's program (temporaries + arguments + outputs - aliased bytes),
+  with and without the gradients kept.
 """
 from __future__ import annotations
 
@@ -79,10 +81,11 @@ def hybrid_step(variant: str):
         net.add(nn.Dense(WIDTH, activation="tanh", in_units=WIDTH))
     net.add(nn.Dense(CLASSES, in_units=WIDTH))
     net.initialize(hybrid.init.Xavier())
-    if variant in ("gluon_loop", "mean_head"):
+    if variant in ("gluon_loop", "mean_head", "no_grads"):
         net.hybridize()
     loss_fn = losses.SoftmaxCELoss()
-    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": LR, "momentum": MOMENTUM})
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": LR, "momentum": MOMENTUM},
+                      keep_grads=variant != "no_grads")
     weight = net[0].weight
 
     def step(x, y):
@@ -102,7 +105,7 @@ def hybrid_step(variant: str):
     return run
 
 
-VARIANTS = ("gluon_loop", "mean_head", "eager", "compiled")
+VARIANTS = ("gluon_loop", "mean_head", "no_grads", "eager", "compiled")
 
 
 def first_step(variant: str) -> float:
@@ -122,8 +125,8 @@ def xla_bytes(program, *args) -> int:
                - analysis.alias_size_in_bytes)
 
 
-def recorded_program_bytes() -> int:
-    """XLA's memory figure of the recorded gluon_loop step's program, as compiled by the recorder."""
+def recorded_program_bytes(variant: str) -> int:
+    """XLA's memory figure of a recorded step's program, as compiled by the recorder."""
     from hybrid import _lazy
     captured = {}
     run_program = _lazy.Tape._run
@@ -137,7 +140,7 @@ def recorded_program_bytes() -> int:
         captured["program"] = _lazy._PROGRAMS[key]
     _lazy.Tape._run = capture
     try:
-        run = hybrid_step("gluon_loop")
+        run = hybrid_step(variant)
         run()
         run()
     finally:
@@ -173,9 +176,11 @@ def main() -> None:
     for name, seconds in firsts.items():
         print(f"  {name:11s} {seconds:8.3f}  {seconds / firsts['limit']:5.2f}x")
     limit_bytes = xla_bytes(program, *limit_args)
-    recorded = recorded_program_bytes()
     print("XLA memory of the step's program, bytes (temp + arguments + outputs - aliased)")
-    print(f"  limit       {limit_bytes:10d}  1.00x\n  gluon_loop  {recorded:10d}  {recorded / limit_bytes:5.2f}x")
+    print(f"  limit       {limit_bytes:10d}  1.00x")
+    for variant in ("gluon_loop", "no_grads"):
+        recorded = recorded_program_bytes(variant)
+        print(f"  {variant:11s} {recorded:10d}  {recorded / limit_bytes:5.2f}x")
 
 
 if __name__ == "__main__":

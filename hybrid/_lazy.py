@@ -438,10 +438,11 @@ class _Pack:
     """Values that a tape program returns packed (one flat buffer per dtype instead of one output
     per array, which is cheaper for XLA and for dispatch); split, all together, on first need."""
 
-    __slots__ = ("layout", "buffers", "values", "on_split")
+    __slots__ = ("layout", "buffers", "values", "on_split", "dropped")
 
     def __init__(self, layout: _PackLayout, on_split: Callable[["_Pack", list], None] | None):
         self.layout, self.buffers, self.values, self.on_split = layout, None, None, on_split
+        self.dropped = "this value was recorded on a tape that ended before computing it"
 
     def fill(self, buffers: list) -> None:
         self.buffers = buffers
@@ -449,7 +450,7 @@ class _Pack:
     def value(self, index: int) -> Any:
         if self.values is None:
             if self.buffers is None:
-                raise AutogradError("this value was recorded on a tape that ended before computing it")
+                raise AutogradError(self.dropped)
             with core.set_current_trace(core.eval_trace):
                 self.values = self.layout.split(self.buffers)
             self.buffers = None
@@ -703,6 +704,14 @@ class Tape:
                 self.replaced[slot] = (cell, holders, new)
         entry = (cell, holders)
         self.replaced.update(zip(replaced_slots, [entry + (new,) for new in slots]))
+
+    def drop_packed(self, values: Sequence, reason: str) -> None:
+        """Do not compute the packs of the packed LazyArrays among ``values`` (nothing will read them);
+        reading one later raises AutogradError(``reason``)."""
+        packs = {v._packed[0] for v in values if type(v) is LazyArray and v._packed is not None}
+        for pack in packs:
+            if self.writes.pop(pack, None) is not None:
+                pack.dropped = reason
 
     def depends_on(self, heads: Sequence[int]) -> set[int]:
         """The slots (inputs and node outputs) that the slots ``heads`` are computed from."""

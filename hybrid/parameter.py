@@ -268,6 +268,12 @@ class Parameter(Watched):
         """The gradient was consumed inside a compiled step and not kept."""
         self._grad, self._grad_dropped = None, True
 
+    @staticmethod
+    def _drop_grads(params: Sequence["Parameter"]) -> None:
+        """:meth:`_drop_grad` for many parameters."""
+        for param in params:
+            param._grad, param._grad_dropped = None, True
+
     def _check_shape(self, shape: tuple) -> None:
         if self._shape is not None and _shape_known(self._shape) and tuple(shape) != self._shape:
             raise ShapeError(f"Parameter {self._name!r} expects shape {self._shape}, got {tuple(shape)}")
@@ -291,8 +297,9 @@ class Parameter(Watched):
         if frame is not None:
             return frame.read(("grad", self), self._stored_grad)
         if self._grad_dropped:
-            raise RuntimeError(f"the gradient of Parameter {self._name!r} was used inside a hybrid.compile step "
-                               "and not kept; compile the step with keep_grads=True to read it afterwards")
+            raise RuntimeError(f"the gradient of Parameter {self._name!r} was consumed by a compiled step that did "
+                               "not keep it; read it before the step, or keep gradients with keep_grads=True "
+                               "(hybrid.compile(..., keep_grads=True) or Trainer(..., keep_grads=True))")
         return self._stored_grad()
 
     def _stored_grad(self) -> jax.Array:

@@ -44,6 +44,11 @@ class Trainer:
         mesh: a ``jax.sharding.Mesh``, instead of ``devices``.
         sharding_rules: a ``hybrid.distributed.ShardingRules`` (or its list of
             ``(regex, PartitionSpec)`` pairs) splitting large parameters over mesh axes.
+        keep_grads: keep the gradients when a step runs as one program with the recorded
+            forward and backward, so that ``p.grad()`` reads them after ``step`` (Gluon's
+            behaviour). False saves a gradient buffer the size of the parameters; ``p.grad()``
+            then raises until the next ``backward``. Reading gradients before ``step`` (the
+            split step) works either way.
 
     ``step(batch_size)`` rescales gradients by ``1 / batch_size`` and updates every
     parameter with ``grad_req != 'null'`` in ONE compiled program. When ``backward`` was
@@ -54,7 +59,8 @@ class Trainer:
 
     def __init__(self, params: Any, optimizer: str | _opt.Optimizer, optimizer_params: dict | None = None,
                  kvstore: Any = None, compression_params: Any = None, update_on_kvstore: Any = None,
-                 devices: Any = None, mesh: Any = None, sharding_rules: ShardingRules | list | None = None):
+                 devices: Any = None, mesh: Any = None, sharding_rules: ShardingRules | list | None = None,
+                 keep_grads: bool = True):
         if isinstance(params, dict):
             named = list(params.items())
         elif isinstance(params, (list, tuple)):
@@ -77,6 +83,7 @@ class Trainer:
         else:
             self._optimizer = _opt.create(optimizer, **(optimizer_params or {}))
         self._scale = self._optimizer.rescale_grad
+        self._keep_grads = bool(keep_grads)
         self._states: dict[Parameter, tuple] = {}
         self._programs: dict[tuple, Callable] = {}
         self._flat_updates: dict[tuple, tuple] = {}
@@ -210,6 +217,9 @@ class Trainer:
         # the old weights and state leaves are held by their parameters and by self._states until store()
         tape.write_group(("update", self), slots, store, holders=1, replaced_slots=weight_slots + list(state_slots))
         Parameter._set_fresh_all(active, False)
+        if not self._keep_grads:
+            tape.drop_packed(list(map(_GRAD, active)), _NOT_KEPT)
+            Parameter._drop_grads(active)
         del weights, flat_states
         tape.materialize(final=True)
 
@@ -351,6 +361,10 @@ class Trainer:
             restored[param] = leaves
         self._states = restored
         self._optimizer.num_update = meta["num_update"]
+
+
+_NOT_KEPT = ("the gradient was consumed by trainer.step, which does not keep gradients "
+             "(Trainer(..., keep_grads=False)); read it before step, or keep them with keep_grads=True")
 
 
 def _group(leaves: list, sizes: tuple) -> Any:

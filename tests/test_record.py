@@ -440,6 +440,34 @@ def test_gradients_read_after_the_fused_step_equal_jax_grad(hybridize, data):
     assert_close(grads[0], expected[0], **TOL)
 
 
+def test_trainer_keep_grads_false_updates_and_refuses_reading_gradients_afterwards(data):
+    x, y, _ = data
+    net = make_mlp(True)
+    vals = values_of(net)
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5}, keep_grads=False)
+    with autograd.record():
+        l = loss.SoftmaxCELoss()(net(x), y).mean()
+    autograd.backward(l)
+    held = net[0].weight.grad()
+    trainer.step(1)
+    expected = jax.grad(lambda v: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y)))(vals)
+    for p, v, g in zip(net.collect_params().values(), vals, expected):
+        assert_close(p.data(), v - 0.5 * g, **TOL)
+    with pytest.raises(RuntimeError, match="keep_grads=True"):
+        net[0].weight.grad()
+    with pytest.raises(AutogradError, match="keep_grads=False"):
+        np.asarray(held)
+    # the split step still reads gradients before the step
+    cur = values_of(net)
+    with autograd.record():
+        l = loss.SoftmaxCELoss()(net(x), y).mean()
+    autograd.backward(l)
+    expected = jax.grad(lambda v: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y)))(cur)
+    assert_close(net[1].bias.grad(), expected[3], **TOL)
+    trainer.step(1)
+    assert_close(net[1].bias.data(), cur[3] - 0.5 * expected[3], **TOL)
+
+
 # -- 6. arrays held across a step keep their values -----------------------------------------------
 @HYBRID
 @pytest.mark.parametrize("where", ["before_record", "inside_record"])
