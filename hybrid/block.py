@@ -406,36 +406,40 @@ class Block(Watched):
         """
         from .export.params_file import load_parameter_file
         params = self.collect_params()
-        loaded = load_parameter_file(filename, params)
-        present = {id(params[n]) for n in params if n in loaded}
-        missing = [n for n, p in params.items() if n not in loaded and id(p) not in present]
-        if missing and not allow_missing:
-            raise ValueError(f"{filename}: parameter(s) {missing} of {type(self).__name__} are not in the file "
-                             f"(it holds {sorted(loaded)[:8]}{'...' if len(loaded) > 8 else ''}). "
-                             "Pass allow_missing=True to keep their current values.")
-        extra = [n for n in loaded if n not in params]
-        if extra and not ignore_extra:
-            raise ValueError(f"{filename}: the file has parameter(s) {extra} that {type(self).__name__} does "
-                             f"not have (it has {sorted(params)[:8]}{'...' if len(params) > 8 else ''}). "
-                             "Pass ignore_extra=True to skip them.")
-        plan = []
-        for name, param in params.items():
-            if name not in loaded:
-                continue
-            array = loaded[name]
-            shape = param.shape
-            if shape is not None and (len(shape) != array.ndim or
-                                      any(d not in (0, a) for d, a in zip(shape, array.shape))):
-                raise ShapeError(f"{filename}: parameter {name!r} has shape {tuple(array.shape)} in the file, "
-                                 f"but the block expects {shape}")
-            if np.dtype(array.dtype) != param.dtype:
-                if not cast_dtype:
-                    raise TypeError(f"{filename}: parameter {name!r} has dtype {array.dtype} in the file, the "
-                                    f"block expects {param.dtype}; pass cast_dtype=True to convert")
-                if dtype_source == "saved":
-                    plan.append((param, array, array.dtype))
+        plan: list = []  # (parameter, name, dtype to cast it to or None)
+
+        def check(declared: dict[str, tuple]) -> None:
+            """Refuse the file from its names, shapes and dtypes, before its arrays are read."""
+            present = {id(params[n]) for n in params if n in declared}
+            missing = [n for n, p in params.items() if n not in declared and id(p) not in present]
+            if missing and not allow_missing:
+                raise ValueError(f"{filename}: parameter(s) {missing} of {type(self).__name__} are not in the "
+                                 f"file (it holds {sorted(declared)[:8]}{'...' if len(declared) > 8 else ''}). "
+                                 "Pass allow_missing=True to keep their current values.")
+            extra = [n for n in declared if n not in params]
+            if extra and not ignore_extra:
+                raise ValueError(f"{filename}: the file has parameter(s) {extra} that {type(self).__name__} does "
+                                 f"not have (it has {sorted(params)[:8]}{'...' if len(params) > 8 else ''}). "
+                                 "Pass ignore_extra=True to skip them.")
+            for name, param in params.items():
+                if name not in declared:
                     continue
-            plan.append((param, array, None))
+                file_shape, file_dtype = tuple(declared[name][0]), np.dtype(declared[name][1])
+                shape = param.shape
+                if shape is not None and (len(shape) != len(file_shape) or
+                                          any(d not in (0, a) for d, a in zip(shape, file_shape))):
+                    raise ShapeError(f"{filename}: parameter {name!r} has shape {file_shape} in the file, "
+                                     f"but the block expects {shape}")
+                cast = None
+                if file_dtype != param.dtype:
+                    if not cast_dtype:
+                        raise TypeError(f"{filename}: parameter {name!r} has dtype {file_dtype} in the file, the "
+                                        f"block expects {param.dtype}; pass cast_dtype=True to convert")
+                    cast = file_dtype if dtype_source == "saved" else None
+                plan.append((param, name, cast))
+
+        loaded = load_parameter_file(filename, params, check)
+        plan = [(param, loaded[name], cast) for param, name, cast in plan]
         for param, array, new_dtype in plan:
             if new_dtype is not None:
                 param.cast(new_dtype)

@@ -10,15 +10,17 @@ large is allocated.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import os
+import stat
 import struct
 import tempfile
 import zipfile
 import zlib
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import jax.numpy as jnp
 import numpy as np
@@ -66,7 +68,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
+    except OSError as exc:
+        raise _naming(exc, path) from exc
     try:
         os.chmod(tmp, _new_file_mode(path))
         with os.fdopen(fd, "wb") as handle:
@@ -74,13 +79,20 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise _naming(exc, path) from exc
         raise
     fsync_directory(directory)
+
+
+def _naming(exc: OSError, path: str) -> OSError:
+    """``exc`` (e.g. a full disk, errno 28, or a file too large, errno 27) naming the file being written."""
+    return type(exc)(exc.errno, f"{exc.strerror or exc} (while writing {path!r}; it was left unchanged)", path)
 
 
 def _new_file_mode(path: str) -> int:
@@ -94,17 +106,26 @@ def _new_file_mode(path: str) -> int:
 
 
 def read_limited(path: str | os.PathLike, what: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of ``path``; FileNotFoundError if missing, FormatError if larger than ``max_bytes``."""
+    """The bytes of ``path``; FileNotFoundError if missing, FormatError if it is not a regular file
+    (a device such as ``/dev/zero``, a FIFO, a directory) or holds more than ``max_bytes``.
+
+    The file is opened without blocking and read up to the size it had when opened, so no file
+    can make the reader hang or allocate without bound."""
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{what} {path!r} does not exist")
-    size = os.path.getsize(path)
-    if size > max_bytes:
-        raise FormatError(f"{what} {path!r} has {size} bytes, more than the limit of {max_bytes}")
-    with open(path, "rb") as handle:
-        data = handle.read()
-    if len(data) > max_bytes:  # the file grew after the size check
-        raise FormatError(f"{what} {path!r} has more than the limit of {max_bytes} bytes")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path!r} does not exist") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        os.close(fd)
+        if stat.S_ISREG(info.st_mode):
+            raise FormatError(f"{what} {path!r} has {info.st_size} bytes, more than the limit of {max_bytes}")
+        raise FormatError(f"{what} {path!r} is not a regular file (a device, FIFO, socket or directory)")
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(info.st_size)
+        if handle.read(1):
+            raise FormatError(f"{what} {path!r} grew while it was read; read it again once it is complete")
     return data
 
 
@@ -143,29 +164,54 @@ def load_arrays(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> dic
     return parse_npz(data, path)
 
 
-def parse_npz(data: bytes, path: str = "<bytes>") -> dict[str, np.ndarray]:
-    """Parse the bytes of an ``.npz`` archive; see :func:`load_arrays`."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+def parse_npz(data: bytes, path: str = "<bytes>",
+              check: Callable[[dict[str, tuple[tuple[int, ...], np.dtype]]], None] | None = None
+              ) -> dict[str, np.ndarray]:
+    """Parse the bytes of an ``.npz`` archive; see :func:`load_arrays`.
+
+    Every member's header is read first. ``check({name: (shape, dtype)})`` may then refuse the
+    file (by raising) before any array's data is decompressed or allocated."""
+    with _parse_errors(path):
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    with archive:
+        with _parse_errors(path):
             infos = archive.infolist()
             _check_tiling(data, infos, archive.start_dir, path)
-            arrays: dict[str, np.ndarray] = {}
+            headers: dict[str, tuple] = {}
             for info in infos:
                 name = _member_name(info, path)
-                if name in arrays:
+                if name in headers:
                     raise FormatError(f"parameter file {path!r} holds array {name!r} twice")
-                arrays[name] = _read_member(archive, info, path)
-            return _apply_dtypes(arrays, path)
+                headers[name] = (info,) + _read_header(archive, info, path)
+            listing = headers.pop(_DTYPES_KEY, None)
+            extended = {}
+            if listing is not None:
+                if math.prod(listing[1]) > 1 << 20:
+                    raise FormatError(f"parameter file {path!r}: its {_DTYPES_KEY} member is too large")
+                extended = _dtype_listing(_read_member(archive, *listing, path), headers, path)
+        if check is not None:
+            check({name: (h[1], extended.get(name, h[3])) for name, h in headers.items()})
+        with _parse_errors(path):
+            arrays = {}
+            for name, header in headers.items():
+                array = _read_member(archive, *header, path)
+                arrays[name] = array.view(extended[name]) if name in extended else array
+    return arrays
+
+
+@contextlib.contextmanager
+def _parse_errors(path: str) -> Iterator[None]:
+    """Malformed bytes raise FormatError naming the file, whatever zipfile or numpy raised."""
+    try:
+        yield
     except FormatError:
         raise
     except _PARSE_ERRORS as exc:
         raise FormatError(f"parameter file {path!r} is corrupted or truncated: {type(exc).__name__}: {exc}") from exc
 
 
-def _apply_dtypes(arrays: dict[str, np.ndarray], path: str) -> dict[str, np.ndarray]:
-    listing = arrays.pop(_DTYPES_KEY, None)
-    if listing is None:
-        return arrays
+def _dtype_listing(listing: np.ndarray, headers: dict[str, tuple], path: str) -> dict[str, np.dtype]:
+    """The ``__dtypes__`` member: ``{name: dtype}`` for arrays stored as the bits of another dtype."""
     dtypes = None
     if listing.dtype == np.uint8 and listing.ndim == 1:
         try:
@@ -174,13 +220,14 @@ def _apply_dtypes(arrays: dict[str, np.ndarray], path: str) -> dict[str, np.ndar
             pass
     if not isinstance(dtypes, dict):
         raise FormatError(f"parameter file {path!r}: invalid {_DTYPES_KEY} member")
+    out = {}
     for name, dtype in dtypes.items():
         bits = _EXTENDED.get(dtype) if isinstance(dtype, str) else None
-        if bits is None or name not in arrays or arrays[name].dtype != bits:
+        if bits is None or name not in headers or headers[name][3] != bits:
             raise FormatError(f"parameter file {path!r}: {_DTYPES_KEY} lists {name!r} as {dtype!r:.40}, which "
                               "does not match the stored array")
-        arrays[name] = arrays[name].view(jnp.dtype(dtype))
-    return arrays
+        out[name] = jnp.dtype(dtype)
+    return out
 
 
 def _check_tiling(data: bytes, infos: list, central_directory: int, path: str) -> None:
@@ -216,7 +263,9 @@ def _member_name(info: zipfile.ZipInfo, path: str) -> str:
     return info.filename[:-4]
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
+def _read_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> tuple:
+    """``(shape, fortran order, dtype, data offset)`` of a member, checked against its declared size;
+    only the header's bytes are decompressed."""
     with archive.open(info) as member:
         version = np.lib.format.read_magic(member)
         if version == (1, 0):
@@ -225,19 +274,29 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> 
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
         else:
             raise FormatError(f"parameter file {path!r}: array {info.filename!r} has .npy version {version}")
-        if dtype.hasobject:
-            raise FormatError(f"parameter file {path!r} contains pickled objects; they are never loaded")
-        if dtype.kind not in _NUMERIC_KINDS:
-            raise FormatError(f"parameter file {path!r}: array {info.filename!r} has non-numeric dtype {dtype}")
-        if any(not isinstance(d, int) or d < 0 for d in shape):
-            raise FormatError(f"parameter file {path!r}: array {info.filename!r} has invalid shape {shape}")
-        nbytes = math.prod(shape) * dtype.itemsize
-        available = info.file_size - member.tell()
-        if nbytes != available:
-            raise FormatError(f"parameter file {path!r} is corrupted or truncated: array {info.filename!r} of "
-                              f"shape {shape} needs {nbytes} bytes, the archive holds {available}")
+        offset = member.tell()
+    if dtype.hasobject:
+        raise FormatError(f"parameter file {path!r} contains pickled objects; they are never loaded")
+    if dtype.kind not in _NUMERIC_KINDS:
+        raise FormatError(f"parameter file {path!r}: array {info.filename!r} has non-numeric dtype {dtype}")
+    if any(not isinstance(d, int) or d < 0 for d in shape):
+        raise FormatError(f"parameter file {path!r}: array {info.filename!r} has invalid shape {shape}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes != info.file_size - offset:
+        raise FormatError(f"parameter file {path!r} is corrupted or truncated: array {info.filename!r} of "
+                          f"shape {shape} needs {nbytes} bytes, the archive holds {info.file_size - offset}")
+    return shape, fortran, dtype, offset
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, shape: tuple, fortran: bool, dtype: np.dtype,
+                 offset: int, path: str) -> np.ndarray:
+    """A member's data (its header already checked by :func:`_read_header`); the CRC-32 is verified."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    with archive.open(info) as member:
+        if len(member.read(offset)) != offset:
+            raise FormatError(f"parameter file {path!r} is corrupted or truncated: array {info.filename!r}")
         buffer = bytearray(nbytes)
         if member.readinto(buffer) != nbytes or member.read(1):  # reading to the end checks the CRC-32
             raise FormatError(f"parameter file {path!r} is corrupted or truncated: array {info.filename!r}")
-        array = np.frombuffer(buffer, dtype=dtype)
-        return array.reshape(shape, order="F" if fortran else "C")
+    array = np.frombuffer(buffer, dtype=dtype)
+    return array.reshape(shape, order="F" if fortran else "C")

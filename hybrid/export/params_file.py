@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -12,20 +12,26 @@ from .mxnet_params import is_mxnet_params, map_mxnet_names, parse_mxnet_params
 __all__ = ["load_parameter_file"]
 
 
-def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None = None,
+                        check: Callable[[dict[str, tuple]], None] | None = None) -> dict[str, np.ndarray]:
     """``{name: array}`` from ``path``.
 
     hybrid ``.npz`` files are read as they are. MXNet files are renamed to the
     structural names of ``params`` (a block's ``collect_params()``) by the rules of
-    :func:`hybrid.export.mxnet_params.map_mxnet_names`. Raises FileNotFoundError,
-    or FormatError (a ValueError) naming the file and the problem.
+    :func:`hybrid.export.mxnet_params.map_mxnet_names`. ``check({name: (shape, dtype)})``
+    may refuse the file (by raising) before the arrays of an ``.npz`` are decompressed.
+    Raises FileNotFoundError, or FormatError (a ValueError) naming the file and the problem.
     """
     path = os.fspath(path)
     data = read_limited(path, "parameter file")
     if data[:4] == b"PK\x03\x04":
-        return parse_npz(data, path)
+        return parse_npz(data, path, check)
     if is_mxnet_params(data[:8]):
         arrays = parse_mxnet_params(data, f"parameter file {path!r}")
-        return map_mxnet_names(arrays, params, f"parameter file {path!r}") if params is not None else arrays
+        if params is not None:
+            arrays = map_mxnet_names(arrays, params, f"parameter file {path!r}")
+        if check is not None:
+            check({name: (a.shape, a.dtype) for name, a in arrays.items()})
+        return arrays
     raise FormatError(f"{path!r} is not a hybrid parameter file (expected an .npz archive or an MXNet .params "
                       "file)")
