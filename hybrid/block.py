@@ -14,7 +14,7 @@ import numpy as np
 from . import _context, _lazy, autograd, cached_op, serialization
 from . import init as _init
 from ._watch import Watched
-from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
+from .errors import DeferredInitializationError, HybridizeError, ShapeError, UninitializedParameterError, locate
 from .graph.memory.remat import RematPlan
 from .graph.pipeline import resolve_passes
 from .parameter import Parameter, unique_params
@@ -390,6 +390,14 @@ class Block(Watched):
             if deduplicate and id(param) in seen:
                 continue
             seen.add(id(param))
+            if param._data is None:
+                where = f"{type(self).__name__}.save_parameters({filename!r}): parameter {name!r}"
+                if param._deferred is not None:
+                    raise DeferredInitializationError(
+                        f"{where} has unknown shape {param.shape} until the first forward call; run the network on "
+                        "a batch (or give the layers their input sizes) before saving. Nothing was written.")
+                raise UninitializedParameterError(f"{where} is not initialized (call initialize() first). "
+                                                  "Nothing was written.")
             arrays[name] = np.asarray(param.data())
         serialization.save_arrays(filename, arrays)
 
@@ -404,6 +412,13 @@ class Block(Watched):
         unless ``cast_dtype`` (then ``dtype_source`` is ``'current'`` to keep the
         parameters' dtypes or ``'saved'`` to adopt the file's).
         """
+        self._parameter_loader(filename, None, device, allow_missing, ignore_extra, cast_dtype, dtype_source)()
+
+    def _parameter_loader(self, filename: str, data: bytes | None = None, device: Any = None,
+                          allow_missing: bool = False, ignore_extra: bool = False, cast_dtype: bool = False,
+                          dtype_source: str = "current") -> Callable[[], None]:
+        """:meth:`load_parameters` in two phases: read and check everything now (from ``data`` when
+        given, the file's bytes), and return the function that applies it (which cannot fail)."""
         from .export.params_file import load_parameter_file
         params = self.collect_params()
         plan: list = []  # (parameter, name, dtype to cast it to or None)
@@ -438,14 +453,17 @@ class Block(Watched):
                     cast = file_dtype if dtype_source == "saved" else None
                 plan.append((param, name, cast))
 
-        loaded = load_parameter_file(filename, params, check)
+        loaded = load_parameter_file(filename, params, check, data)
         plan = [(param, loaded[name], cast) for param, name, cast in plan]
-        for param, array, new_dtype in plan:
-            if new_dtype is not None:
-                param.cast(new_dtype)
-            param.set_data(array)
-            if device is not None:
-                param.reset_device(device)
+
+        def apply() -> None:
+            for param, array, new_dtype in plan:
+                if new_dtype is not None:
+                    param.cast(new_dtype)
+                param.set_data(array)
+                if device is not None:
+                    param.reset_device(device)
+        return apply
 
     # -- display ---------------------------------------------------------------------------------
     def __repr__(self) -> str:

@@ -8,23 +8,60 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .block import HybridBlock
 from .errors import ShapeError
 from .graph import layer_ops
 
-__all__ = ["Loss", "L2Loss", "L1Loss", "SoftmaxCrossEntropyLoss", "SoftmaxCELoss",
+__all__ = ["Loss", "check_label_values", "L2Loss", "L1Loss", "SoftmaxCrossEntropyLoss", "SoftmaxCELoss",
            "SigmoidBinaryCrossEntropyLoss", "SigmoidBCELoss", "KLDivLoss", "HuberLoss", "HingeLoss",
            "SquaredHingeLoss", "LogisticLoss", "TripletLoss", "PoissonNLLLoss", "CosineEmbeddingLoss", "SDMLLoss", "CTCLoss"]
 
 
+class _LabelValueChecks:
+    """Whether hybridized losses check their labels' values (a debug mode; see :func:`check_label_values`)."""
+
+    enabled = False
+
+
+def check_label_values(enabled: bool = True) -> None:
+    """Debug mode: hybridized losses also check the values of their labels before each call (class
+    indices in range, CTC lengths, ``+-1`` pairs), at the cost of reading the labels on the host.
+    Losses that are not hybridized always check labels given as concrete arrays."""
+    _LabelValueChecks.enabled = bool(enabled)
+
+
 class Loss(HybridBlock):
-    """Base class: ``weight`` scales the loss, ``batch_axis`` is kept by the final mean."""
+    """Base class: ``weight`` scales the loss, ``batch_axis`` is kept by the final mean.
+
+    A loss with labels names the position of the label among its inputs (``_label_input``) and
+    checks their values in :meth:`_check_label_values`, eagerly, on concrete labels."""
+
+    _label_input: int | None = None
 
     def __init__(self, weight: float | None = None, batch_axis: int = 0):
         super().__init__()
         self._weight = weight
         self._batch_axis = batch_axis
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        at = self._label_input
+        if at is not None and len(args) > at:
+            label = args[at]
+            if not (hasattr(label, "shape") and hasattr(label, "dtype")) or isinstance(label, (str, bytes)):
+                raise TypeError(f"{type(self).__name__}: the label (input {at}) must be an array (NumPy or JAX), "
+                                f"got {type(label).__name__}")
+            dtype = label.dtype
+            if not (jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating) or dtype == bool):
+                raise TypeError(f"{type(self).__name__}: the label (input {at}) must hold real numbers, got dtype "
+                                f"{label.dtype}")
+            if (not self._active or _LabelValueChecks.enabled) and not isinstance(label, jax.core.Tracer):
+                self._check_label_values(np.asarray(label), args)
+        return super().__call__(*args, **kwargs)
+
+    def _check_label_values(self, label: np.ndarray, args: tuple) -> None:
+        """Raise ValueError when the label's values are not what the loss is defined for."""
 
     def _apply_weighting(self, loss, weight: float | None = None, sample_weight: Any = None):
         if sample_weight is not None:
@@ -49,6 +86,8 @@ class Loss(HybridBlock):
 class L2Loss(Loss):
     """``weight / 2 * (label - pred)**2``, averaged per sample."""
 
+    _label_input = 1
+
     def __init__(self, weight: float = 1.0, batch_axis: int = 0):
         super().__init__(weight, batch_axis)
 
@@ -62,6 +101,8 @@ class L2Loss(Loss):
 class L1Loss(Loss):
     """``|label - pred|``, averaged per sample."""
 
+    _label_input = 1
+
     def forward(self, pred, label, sample_weight=None):
         label = self._label_like(label, pred)
         loss = self._apply_weighting(jnp.abs(label - pred), self._weight, sample_weight)
@@ -74,6 +115,8 @@ class SoftmaxCrossEntropyLoss(Loss):
     With ``sparse_label`` the label holds class indices of shape ``pred.shape`` without
     ``axis``; otherwise a distribution of ``pred``'s shape.
     """
+
+    _label_input = 1
 
     def __init__(self, axis: int = -1, sparse_label: bool = True, from_logits: bool = False,
                  weight: float | None = None, batch_axis: int = 0):
@@ -95,7 +138,29 @@ class SoftmaxCrossEntropyLoss(Loss):
         return self._batch_mean(loss)
 
 
+    def _check_label_values(self, label: np.ndarray, args: tuple) -> None:
+        if not self._sparse_label or not hasattr(args[0], "shape"):
+            return
+        classes = args[0].shape[self._axis]
+        _check_class_indices(self, label, 0, classes, f"the {classes} classes of pred's axis {self._axis}")
+
+
 SoftmaxCELoss = SoftmaxCrossEntropyLoss
+
+
+def _check_class_indices(loss: Loss, label: np.ndarray, low: int, high: int, what: str) -> None:
+    """Labels must be integers (of any dtype) in ``[low, high)``."""
+    if label.size == 0:
+        return
+    if not np.issubdtype(label.dtype, np.integer):
+        label = label.astype(np.float64)
+        if not np.isfinite(label).all() or (label != np.round(label)).any():
+            bad = label[~np.isfinite(label) | (label != np.round(label))].flat[0]
+            raise ValueError(f"{type(loss).__name__}: labels must be class indices (whole numbers), got {bad}")
+    smallest, largest = label.min(), label.max()
+    if smallest < low or largest >= high:
+        bad = smallest if smallest < low else largest
+        raise ValueError(f"{type(loss).__name__}: label {bad:g} is outside {what} (expected {low} to {high - 1})")
 
 
 class SigmoidBinaryCrossEntropyLoss(Loss):
@@ -103,6 +168,8 @@ class SigmoidBinaryCrossEntropyLoss(Loss):
 
     ``pos_weight`` (broadcastable) scales the loss of positive labels.
     """
+
+    _label_input = 1
 
     def __init__(self, from_sigmoid: bool = False, weight: float | None = None, batch_axis: int = 0):
         super().__init__(weight, batch_axis)
@@ -135,6 +202,8 @@ class KLDivLoss(Loss):
     KL divergence per sample); ``pred`` holds log-probabilities (``from_logits=True``) or
     unnormalised scores, log-softmaxed over ``axis`` otherwise."""
 
+    _label_input = 1
+
     def __init__(self, from_logits: bool = True, axis: int = -1, weight: float | None = None, batch_axis: int = 0):
         super().__init__(weight, batch_axis)
         self._from_logits, self._axis = from_logits, axis
@@ -152,6 +221,8 @@ class HuberLoss(Loss):
     """Smooth L1: ``0.5 / rho * d**2`` where ``|d| <= rho``, else ``|d| - 0.5 * rho``
     (``d = label - pred``), averaged per sample."""
 
+    _label_input = 1
+
     def __init__(self, rho: float = 1, weight: float | None = None, batch_axis: int = 0):
         super().__init__(weight, batch_axis)
         if rho <= 0:
@@ -166,6 +237,8 @@ class HuberLoss(Loss):
 
 class HingeLoss(Loss):
     """``max(0, margin - pred * label)`` for labels in {-1, 1}, averaged per sample."""
+
+    _label_input = 1
 
     _power = 1
 
@@ -191,6 +264,8 @@ class LogisticLoss(Loss):
     Raises:
         ValueError: unknown ``label_format``.
     """
+
+    _label_input = 1
 
     def __init__(self, weight: float | None = None, batch_axis: int = 0, label_format: str = "signed"):
         super().__init__(weight, batch_axis)
@@ -229,6 +304,8 @@ class PoissonNLLLoss(Loss):
     ``pred - target * log(pred + epsilon)``; ``compute_full`` adds Stirling's term
     ``target * log(target) - target + 0.5 * log(2 * pi * target)`` where ``target > 1``."""
 
+    _label_input = 1
+
     def __init__(self, weight: float | None = None, from_logits: bool = True, batch_axis: int = 0,
                  compute_full: bool = False):
         super().__init__(weight, batch_axis)
@@ -254,6 +331,8 @@ class CosineEmbeddingLoss(Loss):
     ``label`` has one entry per sample. Returns shape ``(N, 1)`` like MXNet 1.9.1
     (``sample_weight`` must broadcast to ``(N, 1)``)."""
 
+    _label_input = 2
+
     def __init__(self, weight: float | None = None, batch_axis: int = 0, margin: float = 0):
         super().__init__(weight, batch_axis)
         self._margin = margin
@@ -266,6 +345,11 @@ class CosineEmbeddingLoss(Loss):
         label = jnp.reshape(label, (-1, 1))
         loss = jnp.where(label == 1, 1 - cos, jnp.where(label == -1, jax.nn.relu(cos - self._margin), 0.0))
         return self._apply_weighting(loss, self._weight, sample_weight)
+
+    def _check_label_values(self, label: np.ndarray, args: tuple) -> None:
+        if not np.isin(label, (1, -1)).all():
+            bad = label[~np.isin(label, (1, -1))].flat[0]
+            raise ValueError(f"CosineEmbeddingLoss: labels must be 1 (similar) or -1 (dissimilar), got {bad}")
 
 
 class SDMLLoss(Loss):
@@ -309,6 +393,8 @@ class CTCLoss(Loss):
         ValueError: unknown layout. ShapeError: ``pred``/``label`` batch sizes differ.
     """
 
+    _label_input = 1
+
     def __init__(self, layout: str = "NTC", label_layout: str = "NT", weight: float | None = None):
         if layout not in ("NTC", "TNC"):
             raise ValueError(f"CTCLoss: layout must be 'NTC' or 'TNC', got {layout!r}")
@@ -330,6 +416,23 @@ class CTCLoss(Loss):
         if sample_weight is not None:
             sample_weight = jnp.reshape(sample_weight, (batch,))
         return self._apply_weighting(loss, self._weight, sample_weight)
+
+    def _check_label_values(self, label: np.ndarray, args: tuple) -> None:
+        pred = args[0]
+        if not hasattr(pred, "shape") or len(pred.shape) != 3:
+            return
+        classes, steps = pred.shape[2], pred.shape[self._layout.find("T")]
+        _check_class_indices(self, label, -1, classes - 1,
+                             f"the {classes - 1} classes before the blank {classes - 1} (-1 pads)")
+        label_length = label.shape[self._label_layout.find("T")] if label.ndim == 2 else None
+        for name, at, limit in (("pred_lengths", 2, steps), ("label_lengths", 3, label_length)):
+            lengths = args[at] if len(args) > at else None
+            if lengths is None or limit is None or isinstance(lengths, jax.core.Tracer):
+                continue
+            lengths = np.asarray(lengths)
+            if lengths.size and (lengths.min() < 0 or lengths.max() > limit):
+                raise ValueError(f"CTCLoss: {name} must lie in [0, {limit}], got values from {lengths.min()} to "
+                                 f"{lengths.max()}")
 
 
 _IMPOSSIBLE = -1e30  # finite stand-in for log(0): keeps gradients of unreachable states at 0, not NaN

@@ -333,7 +333,12 @@ class Trainer:
 
         Raises ValueError (nothing changed) when the file belongs to another setup: another optimizer,
         other parameter names, states of other shapes, or damaged metadata."""
-        arrays = serialization.load_arrays(fname)
+        self._states_loader(fname)()
+
+    def _states_loader(self, fname: str, data: bytes | None = None) -> Callable[[], None]:
+        """:meth:`load_states` in two phases: read and check everything now (from ``data`` when given,
+        the file's bytes), and return the function that applies it."""
+        arrays = serialization.load_arrays(fname) if data is None else serialization.parse_npz(data, fname)
         meta, by_name = _state_file_meta(fname, arrays)
         if meta["optimizer"] != type(self._optimizer).__name__:
             raise ValueError(f"{fname}: states of optimizer {meta['optimizer']}, this Trainer uses "
@@ -359,8 +364,11 @@ class Trainer:
                 raise ValueError(f"{fname}: state of parameter {entry['name']!r} has shapes/dtypes {got}, "
                                  f"expected {tuple(expected)}")
             restored[param] = leaves
-        self._states = restored
-        self._optimizer.num_update = meta["num_update"]
+
+        def apply() -> None:
+            self._states = restored
+            self._optimizer.num_update = meta["num_update"]
+        return apply
 
 
 _NOT_KEPT = ("the gradient was consumed by trainer.step, which does not keep gradients "

@@ -1,5 +1,6 @@
 """Training checkpoints: bit-identical resume, atomic saves, verification, retention."""
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -83,7 +84,7 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(tmp_path, net, trainer, step=1, overwrite=True)  # replacing, then interrupted
     monkeypatch.undo()
-    assert sorted(os.listdir(tmp_path)) == ["ckpt-00000001"]  # no partial directory, no temporary left
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(first)]  # no partial directory, no temporary left
     assert list_checkpoints(tmp_path) == [(1, first)]
     fresh = make_net(5)
     assert load_checkpoint(tmp_path, fresh)["step"] == 1
@@ -93,18 +94,18 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
 
 def test_corrupted_checkpoints_are_detected_before_anything_changes(tmp_path):
     net = make_net(0)
-    save_checkpoint(tmp_path, net, step=4)
-    params = tmp_path / "ckpt-00000004" / "params.npz"
-    data = bytearray(params.read_bytes())
+    path = save_checkpoint(tmp_path, net, step=4)
+    params = os.path.join(path, "params.npz")
+    data = bytearray(open(params, "rb").read())
     data[-40] ^= 1
-    params.write_bytes(bytes(data))
+    open(params, "wb").write(bytes(data))
     other = make_net(1)
     before = snapshot(other)
     with pytest.raises(FormatError, match="params.npz does not match its checksum"):
         load_checkpoint(tmp_path, other)
     for name, value in snapshot(other).items():
         np.testing.assert_array_equal(value, before[name])
-    manifest = tmp_path / "ckpt-00000004" / "checkpoint.json"
+    manifest = pathlib.Path(path) / "checkpoint.json"
     manifest.write_text(manifest.read_text().replace('"step": 4', '"step": 5'))
     with pytest.raises(FormatError, match="checksum mismatch"):
         load_checkpoint(tmp_path, other)
@@ -124,7 +125,7 @@ def test_retention_selection_and_argument_errors(tmp_path):
         load_checkpoint(tmp_path, net, step=10)
     with pytest.raises(FileExistsError, match="overwrite=True"):
         save_checkpoint(tmp_path, net, step=40)
-    with pytest.raises(ValueError, match="finite numbers"):
+    with pytest.raises(ValueError, match="numbers must be finite"):
         save_checkpoint(tmp_path, net, step=50, extra={"loss": float("nan")})
     with pytest.raises(ValueError, match="step must be a non-negative integer"):
         save_checkpoint(tmp_path, net, step=-1)
@@ -146,3 +147,104 @@ def test_scheduled_learning_rate_resumes_from_the_update_count(tmp_path):
     load_checkpoint(tmp_path, net, resumed)
     assert resumed.optimizer.num_update == 5
     assert resumed.learning_rate == trainer.learning_rate < 0.8
+
+
+def test_keep_removes_the_oldest_writes_never_the_new_checkpoint(tmp_path):
+    """Checkpoints with higher steps from an earlier run are older writes: keep=N removes them, and the
+    checkpoint just written survives and is the one loaded."""
+    old_run = make_net(0)
+    for step in (50, 60):
+        save_checkpoint(tmp_path, old_run, step=step)
+    net = make_net(1)
+    written = save_checkpoint(tmp_path, net, step=10, keep=1)
+    assert os.path.isdir(written)
+    assert list_checkpoints(tmp_path) == [(10, written)]
+    fresh = make_net(2)
+    assert load_checkpoint(tmp_path, fresh)["path"] == written
+    for name, value in snapshot(fresh).items():
+        np.testing.assert_array_equal(value, snapshot(net)[name])
+    # keep=2 counts the new write and the most recent before it
+    second = save_checkpoint(tmp_path, net, step=5, keep=2)
+    assert list_checkpoints(tmp_path) == [(5, second), (10, written)]
+    assert load_checkpoint(tmp_path, fresh)["step"] == 5  # the most recent write
+    # overwriting a step replaces it without a moment where the step is missing
+    again = save_checkpoint(tmp_path, net, step=10, overwrite=True, extra={"v": 2})
+    assert again != written and not os.path.exists(written)
+    assert load_checkpoint(tmp_path, fresh, step=10)["extra"] == {"v": 2}
+
+
+def test_a_refused_load_changes_nothing(tmp_path):
+    net = make_net(0)
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.05})
+    train(net, trainer, range(2))
+    save_checkpoint(tmp_path, net, trainer, step=1)
+    other = nn.HybridSequential()  # a different network: its parameters do not fit
+    other.add(nn.Dense(5, in_units=4))
+    other.initialize()
+    other_trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.5})
+    before = snapshot(other)
+    hybrid.random.seed(123)
+    random_before = hybrid.random.get_state()
+    with pytest.raises(ValueError):
+        load_checkpoint(tmp_path, other, other_trainer)
+    assert other_trainer.learning_rate == 0.5 and other_trainer._states == {}
+    assert other_trainer.optimizer.num_update == 0
+    assert hybrid.random.get_state() == random_before
+    for name, value in snapshot(other).items():
+        np.testing.assert_array_equal(value, before[name])
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({1: "a", "b": 2}, r"key 1 of type int; keys must be strings"),
+    ({"deep": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[0]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},
+     "nested deeper than"),
+    ({"x": {1, 2}}, r"extra\['x'\] is a set"),
+    ({"loss": float("inf")}, "numbers must be finite"),
+])
+def test_extra_is_validated_when_saving(tmp_path, extra, message):
+    with pytest.raises(ValueError, match=message):
+        save_checkpoint(tmp_path, make_net(0), step=1, extra=extra)
+    assert list_checkpoints(tmp_path) == []
+
+
+def test_concurrent_saves_and_loads_stay_consistent(tmp_path):
+    """A stress test: writers overwrite one step and save new ones with keep=1 while readers load; every
+    load returns one checkpoint's parameters together with that checkpoint's extra."""
+    import threading
+    import time
+    nets = [make_net(seed) for seed in range(3)]
+    signature = {seed: float(np.asarray(net[0].weight.data()).sum()) for seed, net in enumerate(nets)}
+    save_checkpoint(tmp_path, nets[0], step=0, extra={"seed": 0})
+    errors, loads = [], []
+    stop = time.monotonic() + 3.0
+
+    def write(seed):
+        step = 0
+        try:
+            while time.monotonic() < stop:
+                save_checkpoint(tmp_path, nets[seed], step=0, extra={"seed": seed}, overwrite=True)
+                step += 1
+                save_checkpoint(tmp_path, nets[seed], step=step * 3 + seed, extra={"seed": seed}, keep=2,
+                                overwrite=True)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    def read():
+        reader = make_net(9)
+        try:
+            while time.monotonic() < stop:
+                meta = load_checkpoint(tmp_path, reader)
+                got = float(np.asarray(reader[0].weight.data()).sum())
+                loads.append(got == signature[meta["extra"]["seed"]])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in (1, 2)] + \
+        [threading.Thread(target=read) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(loads) > 10 and all(loads)
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temporaries left

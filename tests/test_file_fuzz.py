@@ -8,6 +8,7 @@ so the checksum does not hide the validators) and inside MXNet symbol JSON. The
 byte readers must also never allocate much more memory than the file holds.
 """
 import json
+import pathlib
 import struct
 import tracemalloc
 
@@ -213,8 +214,7 @@ def checkpoint(tmp_path_factory):
     hybrid.random.seed(0)
     net = nn.Dense(2, in_units=2)
     net.initialize()
-    save_checkpoint(directory, net, step=7, extra={"note": "x"})
-    manifest = directory / "ckpt-00000007" / "checkpoint.json"
+    manifest = pathlib.Path(save_checkpoint(directory, net, step=7, extra={"note": "x"})) / "checkpoint.json"
     return directory, net, manifest, manifest.read_bytes()
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from hybrid import Trainer, autograd, nn, optimizer
+from hybrid import loss as loss_mod
 from hybrid.errors import ShapeError
 
 
@@ -128,3 +129,81 @@ def test_forged_trainer_state_metadata_is_refused_and_changes_nothing(tmp_path, 
     for p, states in before.items():
         for now, then in zip(trainer._states[p], states):
             np.testing.assert_array_equal(np.asarray(now), then)
+
+
+# -- loss labels ---------------------------------------------------------------------------
+LABEL_CASES = [
+    # (loss, inputs before the label, bad label, error, message)
+    ("softmax_out_of_range", loss_mod.SoftmaxCELoss(), [np.zeros((2, 3), np.float32)], np.array([3, 0]), ValueError,
+     r"label 3 is outside the 3 classes"),
+    ("softmax_negative", loss_mod.SoftmaxCELoss(), [np.zeros((2, 3), np.float32)], np.array([-1, 0]), ValueError,
+     r"label -1 is outside"),
+    ("softmax_fractional", loss_mod.SoftmaxCELoss(), [np.zeros((2, 3), np.float32)], np.array([1.5, 0.0]),
+     ValueError, r"whole numbers\), got 1.5"),
+    ("ctc_class_of_blank", loss_mod.CTCLoss(), [np.zeros((2, 5, 4), np.float32)], np.array([[1, 3], [2, 0]]),
+     ValueError, r"label 3 is outside the 3 classes before the blank"),
+    ("cosine_zero", loss_mod.CosineEmbeddingLoss(), [np.ones((2, 3), np.float32)] * 2, np.array([1, 0]), ValueError,
+     r"1 \(similar\) or -1 \(dissimilar\), got 0"),
+    ("cosine_list", loss_mod.CosineEmbeddingLoss(), [np.ones((2, 3), np.float32)] * 2, [1, -1], TypeError,
+     r"CosineEmbeddingLoss: the label \(input 2\) must be an array"),
+    ("string_label", loss_mod.L2Loss(), [np.ones((2, 3), np.float32)], np.array(["a", "b"]), TypeError,
+     r"L2Loss: the label \(input 1\) must hold real numbers"),
+]
+
+
+@pytest.mark.parametrize("case", LABEL_CASES, ids=[c[0] for c in LABEL_CASES])
+def test_losses_refuse_bad_labels_eagerly(case):
+    _, loss_fn, inputs, label, error, message = case
+    with pytest.raises(error, match=message):
+        loss_fn(*inputs, label)
+
+
+def test_good_labels_pass_and_float_class_indices_are_accepted():
+    pred = np.zeros((2, 3), np.float32)
+    ce = loss_mod.SoftmaxCELoss()
+    assert np.allclose(ce(pred, np.array([2.0, 0.0], np.float32)), np.log(3))
+    assert np.allclose(loss_mod.CTCLoss()(np.zeros((2, 5, 4), np.float32), np.array([[1, -1], [2, 0]])).shape, (2,))
+
+
+def test_hybridized_losses_check_label_values_in_debug_mode_only():
+    pred, bad = np.zeros((2, 3), np.float32), jnp.array([5, 0])
+    ce = loss_mod.SoftmaxCELoss()
+    ce.hybridize()
+    assert np.isfinite(np.asarray(ce(pred, bad))).all()  # no host read of the labels by default
+    loss_mod.check_label_values(True)
+    try:
+        with pytest.raises(ValueError, match="label 5 is outside"):
+            ce(pred, bad)
+    finally:
+        loss_mod.check_label_values(False)
+
+
+def test_ctc_lengths_are_checked():
+    with pytest.raises(ValueError, match=r"label_lengths must lie in \[0, 2\]"):
+        loss_mod.CTCLoss()(np.zeros((2, 5, 4), np.float32), np.array([[1, 2], [2, 0]]), None, np.array([3, 1]))
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_dropout_draws_the_same_mask_under_train_mode_and_record(hybridize):
+    import hybrid
+
+    class Net(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(x) * 2
+
+    x = np.ones((8, 16), np.float32)
+    for block in (nn.Dropout(0.5), Net()):
+        if hybridize:
+            block.hybridize()
+        hybrid.random.seed(3)
+        with autograd.train_mode():
+            plain = np.asarray(block(x))
+        hybrid.random.seed(3)
+        with autograd.record():
+            recorded = np.asarray(block(x))
+        assert 0 < (plain == 0).sum() < plain.size  # a real mask
+        np.testing.assert_array_equal(plain, recorded)

@@ -228,3 +228,19 @@ def test_mxnet_embedding_symbol_and_unknown_operators(tmp_path):
     sym.write_text(json.dumps({"nodes": nodes[:5], "heads": [[4, 0, 0]]}))
     with pytest.raises(FormatError, match="is not an integer"):
         SymbolBlock.imports(str(sym), "data", str(params))(tokens)
+
+
+@pytest.mark.parametrize("attr, value, message", [
+    ("num_group", "0", r"Convolution 'conv0'.*num_group=0 must be a positive integer"),
+    ("stride", "(0, 0)", r"Convolution 'conv0'.*stride=\(0, 0\) must hold integers >= 1"),
+    ("stride", "(1, 1, 1)", r"Convolution 'conv0'.*stride=\(1, 1, 1\) must have 2 entries .*got 3"),
+])
+def test_bad_convolution_attributes_are_format_errors_naming_the_node(tmp_path, attr, value, message):
+    symbol = conv_symbol()
+    symbol["nodes"][3]["attrs"][attr] = value
+    sym, params = tmp_path / "model-symbol.json", tmp_path / "model-0000.params"
+    sym.write_text(json.dumps(symbol))
+    params.write_bytes(mx_params(conv_weights()))
+    x = np.zeros((2, 1, 4, 4), np.float32)
+    with pytest.raises(FormatError, match=message):
+        SymbolBlock.imports(str(sym), ["data"], str(params))(x)

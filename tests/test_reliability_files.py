@@ -95,3 +95,18 @@ def test_a_zip_bomb_is_refused_from_its_headers_before_anything_large_is_allocat
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20, f"{peak} bytes allocated while refusing the file"
+
+
+def test_saving_a_deferred_net_names_the_parameter_structurally_and_writes_nothing(tmp_path):
+    from hybrid.errors import DeferredInitializationError, UninitializedParameterError
+    net = nn.HybridSequential()
+    net.add(nn.Dense(3), nn.Dense(2))
+    net.initialize()
+    path = tmp_path / "net.params"
+    with pytest.raises(DeferredInitializationError, match=r"parameter '0\.weight' has unknown shape"):
+        net.save_parameters(str(path))
+    assert not path.exists()
+    fresh = nn.Dense(2, in_units=3)
+    with pytest.raises(UninitializedParameterError, match=r"parameter 'weight' is not initialized"):
+        fresh.save_parameters(str(path))
+    assert not path.exists()

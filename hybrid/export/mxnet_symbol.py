@@ -107,8 +107,19 @@ class Context:
 def _spatial(attrs: Attrs, key: str, n: int, default: int) -> tuple[int, ...]:
     value = attrs.tuple(key, ())
     value = value or (default,) * n
-    if len(value) != n or any(v < (1 if default else 0) for v in value):
-        raise FormatError(f"{attrs.where}: attribute {key}={value} must have {n} entries")
+    if len(value) != n:
+        raise FormatError(f"{attrs.where}: attribute {key}={value} must have {n} entries (one per spatial axis "
+                          f"of the {n}-d kernel), got {len(value)}")
+    lowest = 1 if default else 0
+    if any(v < lowest for v in value):
+        raise FormatError(f"{attrs.where}: attribute {key}={value} must hold integers >= {lowest}")
+    return value
+
+
+def _positive_int(attrs: Attrs, key: str, default: int) -> int:
+    value = attrs.int(key, default)
+    if value < 1:
+        raise FormatError(f"{attrs.where}: attribute {key}={value} must be a positive integer")
     return value
 
 
@@ -135,7 +146,7 @@ def _convolution(ins, a: Attrs, ctx):
         raise FormatError(f"{a.where}: weight shape {weight.shape} does not match num_filter={a.int('num_filter')}")
     return [layer_ops.convolution(ins[0], weight, None if a.bool("no_bias", False) else ins[2],
                                   strides=_spatial(a, "stride", n, 1), padding=_spatial(a, "pad", n, 0),
-                                  dilation=_spatial(a, "dilate", n, 1), groups=a.int("num_group", 1),
+                                  dilation=_spatial(a, "dilate", n, 1), groups=_positive_int(a, "num_group", 1),
                                   layout=_layout(a, n))]
 
 

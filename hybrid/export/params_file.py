@@ -13,17 +13,20 @@ __all__ = ["load_parameter_file"]
 
 
 def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None = None,
-                        check: Callable[[dict[str, tuple]], None] | None = None) -> dict[str, np.ndarray]:
+                        check: Callable[[dict[str, tuple]], None] | None = None,
+                        data: bytes | None = None) -> dict[str, np.ndarray]:
     """``{name: array}`` from ``path``.
 
     hybrid ``.npz`` files are read as they are. MXNet files are renamed to the
     structural names of ``params`` (a block's ``collect_params()``) by the rules of
     :func:`hybrid.export.mxnet_params.map_mxnet_names`. ``check({name: (shape, dtype)})``
-    may refuse the file (by raising) before the arrays of an ``.npz`` are decompressed.
+    may refuse the file (by raising) before the arrays of an ``.npz`` are decompressed. ``data``,
+    the file's bytes when the caller has read them already.
     Raises FileNotFoundError, or FormatError (a ValueError) naming the file and the problem.
     """
     path = os.fspath(path)
-    data = read_limited(path, "parameter file")
+    if data is None:
+        data = read_limited(path, "parameter file")
     if data[:4] == b"PK\x03\x04":
         return parse_npz(data, path, check)
     if is_mxnet_params(data[:8]):
