@@ -164,7 +164,7 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
         break
     else:
         raise HybridizeError("parameters kept changing while tracing; cannot build a stable graph")
-    names = (_param_names(block, params) + [f"data{i}" for i in range(len(arrays))] +
+    names = (_param_names(block, params) + data_input_names(len(arrays)) +
              [name for _, name in attr_inputs] + ["rng_key", "rng_counter"])
     graph = from_jaxpr(closed, names)
     if not info["uses_rng"]:
@@ -398,6 +398,12 @@ class CachedOp:
         outputs, states = entry.infer_in_frame([p.data() for p in entry.params], entry.with_attributes(arrays), rng)
         entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
+
+
+def data_input_names(n: int) -> list[str]:
+    """The names of a graph's ``n`` data inputs, as Gluon's export gives them: ``data`` for one,
+    ``data0``, ``data1``, ... for several."""
+    return ["data"] if n == 1 else [f"data{i}" for i in range(n)]
 
 
 def _set_param_data(param: Parameter, value: Any) -> None:

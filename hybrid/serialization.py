@@ -20,13 +20,13 @@ import struct
 import tempfile
 import zipfile
 import zlib
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["FormatError", "atomic_write", "fsync_directory", "save_arrays", "load_arrays", "parse_npz",
-           "read_limited", "MAX_FILE_BYTES"]
+__all__ = ["FormatError", "atomic_write", "atomic_write_group", "fsync_directory", "save_arrays", "encode_arrays",
+           "load_arrays", "parse_npz", "read_limited", "MAX_FILE_BYTES"]
 
 #: Files larger than this are refused by the readers (override per call where offered).
 MAX_FILE_BYTES = 1 << 40
@@ -135,6 +135,12 @@ def save_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
     ``bfloat16`` arrays (which ``.npy`` cannot name) are stored as ``uint16`` and listed in
     a member ``__dtypes__`` (a JSON object as bytes) that the loader applies and removes.
     """
+    data = encode_arrays(arrays)
+    atomic_write(path, lambda handle: handle.write(data))
+
+
+def encode_arrays(arrays: Mapping[str, Any]) -> bytes:
+    """The bytes of the ``.npz`` file that :func:`save_arrays` writes."""
     host: dict[str, np.ndarray] = {}
     extended: dict[str, str] = {}
     for name, value in arrays.items():
@@ -149,7 +155,57 @@ def save_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
         host[name] = array
     if extended:
         host[_DTYPES_KEY] = np.frombuffer(json.dumps(extended).encode(), np.uint8)
-    atomic_write(path, lambda handle: np.savez(handle, **host))
+    buffer = io.BytesIO()
+    np.savez(buffer, **host)
+    return buffer.getvalue()
+
+
+def atomic_write_group(files: Sequence[tuple[str | os.PathLike, bytes]]) -> None:
+    """Write files that belong together (``[(path, bytes), ...]``): each is written and fsynced to a
+    temporary file first, so a failure there (a full disk) changes nothing; then they are renamed into
+    place in order, and if a rename fails the files already replaced get their old contents back."""
+    staged, backups, replaced = [], {}, []
+    try:
+        for path, data in files:
+            path = os.fspath(path)
+            directory = os.path.dirname(os.path.abspath(path))
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
+            except OSError as exc:
+                raise _naming(exc, path) from exc
+            staged.append((path, tmp))
+            try:
+                os.chmod(tmp, _new_file_mode(path))
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError as exc:
+                if exc.filename is None:
+                    raise _naming(exc, path) from exc
+                raise
+        for path, tmp in staged:
+            if os.path.exists(path):
+                backups[path] = tmp + ".previous"
+                os.link(path, backups[path])
+            os.replace(tmp, path)
+            replaced.append(path)
+        for directory in {os.path.dirname(os.path.abspath(p)) for p, _ in staged}:
+            fsync_directory(directory)
+    except BaseException:
+        for path in reversed(replaced):  # put the previous files back
+            if path in backups:
+                os.replace(backups.pop(path), path)
+            else:
+                os.unlink(path)
+        raise
+    finally:
+        for _, tmp in staged:
+            for leftover in (tmp, tmp + ".previous"):
+                try:
+                    os.unlink(leftover)
+                except FileNotFoundError:
+                    pass
 
 
 def load_arrays(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> dict[str, np.ndarray]:

@@ -69,7 +69,7 @@ def test_import_gives_same_outputs_gradients_state_updates_and_training(tmp_path
     net.initialize()
     x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
     sym, params = exported(net, tmp_path, x)
-    imported = SymbolBlock.imports(sym, ["data0"], params)
+    imported = SymbolBlock.imports(sym, ["data"], params)
     assert list(imported.collect_params()) == list(net.collect_params())
     assert imported.collect_params()["bn.running_mean"].grad_req == "null"
     assert_close(imported(x), net(x), 1e-6, 1e-6)
@@ -124,10 +124,10 @@ def test_every_called_shape_is_exported_and_other_shapes_are_refused(tmp_path):
     net(small)
     net(big)
     sym, params = net.export(str(tmp_path / "net"))
-    imported = SymbolBlock.imports(sym, "data0", params)
+    imported = SymbolBlock.imports(sym, "data", params)
     assert_close(imported(small), net(small), 1e-6, 1e-6)
     assert_close(imported(big), net(big), 1e-6, 1e-6)
-    with pytest.raises(hybrid.errors.ShapeError, match=r"holds graphs for inputs data0: float32\[1, 2, 6, 6\]"):
+    with pytest.raises(hybrid.errors.ShapeError, match=r"holds graphs for inputs data: float32\[1, 2, 6, 6\]"):
         imported(np.ones((2, 2, 6, 6), np.float32))
     with pytest.raises(TypeError, match="dtypes"):
         imported(np.ones((1, 2, 6, 6), np.int32))
@@ -163,26 +163,61 @@ def test_without_param_file_parameters_start_uninitialised(tmp_path):
     assert_close(fresh(np.ones((1, 3), np.float32)), net(np.ones((1, 3), np.float32)))
 
 
-def test_interrupted_export_leaves_previous_files_intact(tmp_path, monkeypatch):
+@pytest.mark.parametrize("fail_at", ["write", "rename"])
+def test_interrupted_export_leaves_the_previous_pair_intact(tmp_path, monkeypatch, fail_at):
+    """A full disk while writing, or a failed rename of the second file, leaves the previous pair."""
     net = nn.Dense(2, in_units=3)
     net.initialize()
-    sym, params = exported(net, tmp_path, np.ones((1, 3), np.float32))
+    x = np.ones((1, 3), np.float32)
+    sym, params = exported(net, tmp_path, x)
     before = (open(sym, "rb").read(), open(params, "rb").read())
+    expected = np.asarray(net(x))
     net.weight.set_data(np.zeros((2, 3), np.float32))
+    if fail_at == "write":
+        real_fsync = os.fsync
+        calls = []
 
-    def crash(handle):
-        handle.write(b'{"format": "hybrid-sym')
-        raise OSError(28, "No space left on device")
+        def fsync(fd):
+            calls.append(fd)
+            if len(calls) == 2:  # the second file of the pair
+                raise OSError(28, "No space left on device")
+            real_fsync(fd)
+        monkeypatch.setattr(os, "fsync", fsync)
+    else:
+        real_replace = os.replace
 
-    real_write = hybrid.serialization.atomic_write
-    monkeypatch.setattr(hybrid.serialization, "atomic_write",
-                        lambda path, write: real_write(path, crash if path.endswith(".json") else write))
-    with pytest.raises(OSError, match="No space left"):
+        def replace(src, dst):
+            if str(dst).endswith("-symbol.json"):
+                raise OSError(5, "Input/output error")
+            real_replace(src, dst)
+        monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError) as info:
         net.export(str(tmp_path / "net"))
     monkeypatch.undo()
-    assert open(sym, "rb").read() == before[0]  # the symbol file is whole; no temporary file is left
-    assert sorted(os.listdir(tmp_path)) == ["net-0000.params", "net-symbol.json"]
-    assert SymbolBlock.imports(sym, None, params)(np.ones((1, 3), np.float32)).shape == (1, 2)
+    if fail_at == "write":
+        assert "net-symbol.json" in str(info.value)  # the error names the file
+    assert (open(sym, "rb").read(), open(params, "rb").read()) == before
+    assert sorted(os.listdir(tmp_path)) == ["net-0000.params", "net-symbol.json"]  # no temporary file left
+    assert_close(SymbolBlock.imports(sym, None, params)(x), expected)
+
+
+def test_a_pair_from_two_exports_is_refused(tmp_path):
+    """A crash between the two renames leaves the new parameter file beside the old symbol file: the
+    symbol file's digest of its parameter file refuses that pair."""
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    x = np.ones((1, 3), np.float32)
+    sym, params = exported(net, tmp_path, x)
+    old_params = open(params, "rb").read()
+    net.weight.set_data(np.zeros((2, 3), np.float32))
+    net.export(str(tmp_path / "new"))
+    with open(params, "wb") as handle:  # the new parameters beside the old symbol file
+        handle.write(open(tmp_path / "new-0000.params", "rb").read())
+    with pytest.raises(FormatError, match="was exported with another parameter file.*not written together"):
+        SymbolBlock.imports(sym, None, params)
+    with open(params, "wb") as handle:
+        handle.write(old_params)
+    assert SymbolBlock.imports(sym, "data", params)(x).shape == (1, 2)
 
 
 def test_parameter_files_keep_bfloat16_and_verify_the_dtype_listing(tmp_path):
@@ -346,3 +381,34 @@ def test_unsealed_edits_deep_nesting_and_nan_literals_are_rejected(dense_doc):
     open(sym, "wb").write(b"\x80\x04\x95pickle")
     with pytest.raises(FormatError, match="not UTF-8"):
         SymbolBlock.imports(sym)
+
+
+@pytest.mark.parametrize("crash_before", ["deployment file", "final checksum"])
+def test_replacing_a_deployment_leaves_a_loadable_one_at_every_step(tmp_path, monkeypatch, crash_before):
+    from hybrid.export import deploy
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    x = np.ones((1, 3), np.float32)
+    path = str(tmp_path / "net.jaxexport")
+    deploy.export_deployment(net, path, x)
+    old = np.asarray(net(x))
+    net.weight.set_data(np.full((2, 3), 0.5, np.float32))
+    new = np.asarray(net(x))
+    real_write = deploy.atomic_write
+    writes = []
+
+    def crashing(target, write):
+        writes.append(target)
+        last_checksum = target.endswith(".sha256") and len(writes) > 1
+        if (crash_before == "deployment file" and target == path) or \
+                (crash_before == "final checksum" and last_checksum):
+            raise KeyboardInterrupt  # the process dies here
+        real_write(target, write)
+    monkeypatch.setattr(deploy, "atomic_write", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        deploy.export_deployment(net, path, x)
+    monkeypatch.undo()
+    assert_close(deploy.load_deployment(path)(x), old if crash_before == "deployment file" else new)
+    deploy.export_deployment(net, path, x)  # a complete export lists only the new digest again
+    assert len(open(path + ".sha256").read().splitlines()) == 1
+    assert_close(deploy.load_deployment(path)(x), new)

@@ -8,6 +8,7 @@ so the checksum does not hide the validators) and inside MXNet symbol JSON. The
 byte readers must also never allocate much more memory than the file holds.
 """
 import json
+import os
 import pathlib
 import struct
 import tracemalloc
@@ -248,3 +249,69 @@ def test_member_flagged_as_encrypted_is_rejected(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(serialization.FormatError, match="encrypted"):
         serialization.load_arrays(path)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    from hybrid.export import export_deployment
+    directory = tmp_path_factory.mktemp("deploy")
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    path = str(directory / "net.jaxexport")
+    export_deployment(net, path, np.ones((1, 3), np.float32))
+    return path, open(path, "rb").read()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzz_forged_deployment_with_a_matching_checksum(deployment, data):
+    """A damaged module whose checksum file was recomputed (a forgery) is refused or runs; loading never
+    takes the process down (each load compiles in a checking child process first)."""
+    from hybrid.export import load_deployment
+    from hybrid.export.jsonfile import sha256_hex
+    path, original = deployment
+    forged = mutate(original, data.draw(mutations(len(original))))
+    forged_path = path + ".forged"
+    with open(forged_path, "wb") as handle:
+        handle.write(forged)
+    with open(forged_path + ".sha256", "w") as handle:
+        handle.write(f"{sha256_hex(forged)}  {os.path.basename(forged_path)}\n")
+    try:
+        run = load_deployment(forged_path)
+    except FormatError:
+        return
+    try:
+        run(np.ones((1, 3), np.float32))
+    except Exception:  # noqa: BLE001 - a module that compiled may still reject inputs; it must not crash
+        pass
+
+
+def test_a_deployment_that_crashes_the_compiler_is_refused(deployment, monkeypatch):
+    from hybrid.export import deploy
+    monkeypatch.setattr(deploy, "_CHILD", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(FormatError, match=r"crashed the compiler \(SIGSEGV\).*damaged or forged"):
+        deploy.load_deployment(deployment[0])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzz_export_pair(tmp_path_factory, data):
+    """Damaged parameter files beside their symbol file are refused with FormatError (or load the same)."""
+    directory = tmp_path_factory.mktemp("pair")
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    net.hybridize()
+    net(np.ones((1, 3), np.float32))
+    sym, params = net.export(str(directory / "net"))
+    original = open(params, "rb").read()
+    damaged = mutate(original, data.draw(mutations(len(original))))
+    with open(params, "wb") as handle:
+        handle.write(damaged)
+    try:
+        imported = SymbolBlock.imports(sym, "data", params)
+    except FormatError:
+        assert damaged != original
+        return
+    assert damaged == original
+    np.testing.assert_array_equal(np.asarray(imported(np.ones((1, 3), np.float32))),
+                                  np.asarray(net(np.ones((1, 3), np.float32))))

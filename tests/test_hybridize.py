@@ -65,7 +65,7 @@ def test_graph_has_big_ops_and_primitives(rng):
     assert counts["tanh"] == 1 and counts["sin"] == 1 and counts["reduce_sum"] == 1
     assert "dot_general" not in counts  # the dense is one node, not a soup of primitives
     text = graph.to_text()
-    assert "dense(%data0, %dense.weight, %dense.bias)" in text and "f32[4,6]" in text
+    assert "dense(%data, %dense.weight, %dense.bias)" in text and "f32[4,6]" in text
 
 
 def test_compiled_once_per_signature(monkeypatch, rng):

@@ -1,7 +1,7 @@
 """Files: symbol graphs (export/import), parameter files, checkpoints, deployment export, MXNet formats.
 
     net.export("model")                                      # model-symbol.json, model-0000.params
-    net2 = hybrid.SymbolBlock.imports("model-symbol.json", ["data0"], "model-0000.params")
+    net2 = hybrid.SymbolBlock.imports("model-symbol.json", ["data"], "model-0000.params")
     hybrid.export.save_checkpoint("ckpt", net, trainer, step=100)
     hybrid.export.export_deployment(net, "model.jaxexport", x, dynamic_batch=True)
 

@@ -142,7 +142,7 @@ def save_checkpoint(directory: str | os.PathLike, net: Any, trainer: Any = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     generations = _generations(directory)
-    mine = next(g for g, _, path in generations if path == final)
+    mine = int(_NAME.match(os.path.basename(final)).group(2))  # a concurrent writer may have replaced it
     stale = [path for g, s, path in generations if s == step and g < mine]  # replaced by this write
     if keep is not None:
         by_write = sorted(_newest_per_step(generations).values())  # the newest write of each step

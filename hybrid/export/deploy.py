@@ -10,6 +10,10 @@ parameters embedded as constants, to ``net.jaxexport`` and its SHA-256 to
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
+import sys
 from typing import Any, Callable, Sequence
 
 import jax
@@ -58,25 +62,81 @@ def export_deployment(block: Any, path: str | os.PathLike, *example_inputs: Any,
         raise ImportError(f"export_deployment needs the 'flatbuffers' package (pip install 'hybrid[deploy]'): "
                           f"{exc}") from exc
     path = os.fspath(path)
+    name, checksums = os.path.basename(path), path + ".sha256"
+    line = f"{sha256_hex(data)}  {name}\n"
+    # Every moment leaves a loadable deployment: the checksum file first lists the new digest and the
+    # old one, then the new file replaces the old, then the checksum file lists the new digest only.
+    previous = _recorded_digests(checksums, name) if os.path.exists(path) else []
+    if previous:
+        transition = line + "".join(f"{digest}  {name}\n" for digest in previous)
+        atomic_write(checksums, lambda handle: handle.write(transition.encode()))
     atomic_write(path, lambda handle: handle.write(data))
-    line = f"{sha256_hex(data)}  {os.path.basename(path)}\n"
-    atomic_write(path + ".sha256", lambda handle: handle.write(line.encode()))
+    atomic_write(checksums, lambda handle: handle.write(line.encode()))
     return path
 
 
-def load_deployment(path: str | os.PathLike) -> Callable:
+def _recorded_digests(checksums: str, name: str) -> list[str]:
+    """The SHA-256 digests that ``checksums`` (``sha256sum`` format) lists for the file ``name``."""
+    try:
+        text = read_limited(checksums, "checksum file", max_bytes=4096).decode("ascii", "replace")
+    except (OSError, FormatError):
+        return []
+    digests = []
+    for entry in text.splitlines():
+        parts = entry.split()
+        if len(parts) == 2 and parts[1].lstrip("*") == name and len(parts[0]) == 64:
+            digests.append(parts[0].lower())
+    return digests
+
+
+def load_deployment(path: str | os.PathLike, check_compile: bool = True) -> Callable:
     """The exported function (``jax.export.Exported.call``) after checking the ``.sha256`` file.
 
-    Raises FileNotFoundError, or FormatError when the checksum does not match or the
-    file is not a serialised export.
+    A damaged or crafted module can crash XLA's compiler (a segmentation fault) even when its
+    checksum matches, so with ``check_compile`` (the default) the module is first deserialised
+    and compiled in a child process (a second or two); one that crashes or fails there is refused.
+
+    Raises FileNotFoundError, or FormatError when the checksum does not match, the file is not a
+    serialised export, or its module does not compile.
     """
     path = os.fspath(path)
     data = read_limited(path, "deployment file")
-    recorded = read_limited(path + ".sha256", "checksum file", max_bytes=4096).decode("ascii", "replace").split()
-    if not recorded or recorded[0] != sha256_hex(data):
+    read_limited(path + ".sha256", "checksum file", max_bytes=4096)  # missing or not a file: say so
+    if sha256_hex(data) not in _recorded_digests(path + ".sha256", os.path.basename(path)):
         raise FormatError(f"deployment file {path!r} does not match its checksum in {path + '.sha256'!r}")
+    if check_compile:
+        _compile_in_child(data, path)
     try:
         exported = jax.export.deserialize(bytearray(data))
     except Exception as exc:  # the checksum matched, so this is a file from another tool or version
         raise FormatError(f"deployment file {path!r} is not a serialised jax.export: {exc}") from None
     return exported.call
+
+
+_CHILD = """
+import sys
+import jax
+exported = jax.export.deserialize(bytearray(sys.stdin.buffer.read()))
+shapes = [jax.ShapeDtypeStruct(tuple(d if isinstance(d, int) else 2 for d in a.shape), a.dtype)
+          for a in exported.in_avals]
+jax.jit(exported.call).lower(*shapes).compile()
+"""
+
+
+def _compile_in_child(data: bytes, path: str) -> None:
+    """Deserialise and compile ``data`` in a child process; FormatError if that crashes or fails."""
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    try:
+        child = subprocess.run([sys.executable, "-c", _CHILD], input=data, capture_output=True, env=env,
+                               timeout=600)
+    except subprocess.TimeoutExpired:
+        raise FormatError(f"deployment file {path!r}: compiling its module did not finish in 600 s") from None
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name if -child.returncode in signal.Signals._value2member_map_ \
+            else str(-child.returncode)
+        raise FormatError(f"deployment file {path!r} crashed the compiler ({name}) in a checking process: the "
+                          "module is damaged or forged")
+    if child.returncode != 0:
+        lines = child.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"]
+        errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b", line)]
+        raise FormatError(f"deployment file {path!r} is not a loadable jax.export module: {(errors or lines)[-1][:300]}")

@@ -4,7 +4,7 @@ A graph in JSON::
 
     {"inputs": [{"name": "0.weight", "shape": [16, 8], "dtype": "float32"}, ...],
      "consts": [{"name": "%c0", "shape": [], "dtype": "uint32", "value": 1}],
-     "nodes": [{"kind": "op", "op": "dense", "inputs": ["data0", "0.weight", "0.bias"],
+     "nodes": [{"kind": "op", "op": "dense", "inputs": ["data", "0.weight", "0.bias"],
                 "outputs": [{"name": "%0", "shape": [4, 16], "dtype": "float32"}],
                 "attrs": {"flatten": true}, "in_tree": [0, 1, 2], "scope": "0"}, ...],
      "outputs": ["%5"], "out_tree": 0, "state_outputs": [{"param": "bn.running_mean", "value": "%2"}]}

@@ -23,7 +23,9 @@ from ..graph.ir import Graph, Value
 from ..graph.lower import evaluate_node
 from ..parameter import Parameter
 from .builder import build_graph
+from ..serialization import FormatError, read_limited
 from .graph_json import GraphDoc, check_graph
+from .jsonfile import sha256_hex
 from .symbol_json import RNG_INPUTS, ParamSpec, SymbolFile, decode_symbol, read_symbol_file
 
 __all__ = ["SymbolBlock"]
@@ -170,10 +172,11 @@ class SymbolBlock(HybridBlock):
         """Rebuild a block from ``symbol_file`` (hybrid's ``-symbol.json`` or MXNet's) and ``param_file``.
 
         ``input_names`` orders the data inputs of ``forward`` (for hybrid files
-        ``'data0'``, ``'data1'``, ...; None keeps the file's order; for MXNet files
-        the names of the data variables, default ``['data']``). Without
-        ``param_file`` the parameters start uninitialised. Raises FormatError for
-        corrupted, forged or unsupported files, naming what is wrong.
+        ``'data'`` for one input, ``'data0'``, ``'data1'``, ... for several; None keeps the
+        file's order; for MXNet files the names of the data variables, default ``['data']``).
+        Without ``param_file`` the parameters start uninitialised. Raises FormatError for
+        corrupted, forged or unsupported files, and for a parameter file other than the
+        one exported with the symbol file, naming what is wrong.
         """
         kind, doc = read_symbol_file(symbol_file)
         where = f"symbol file {os.fspath(symbol_file)!r}"
@@ -184,7 +187,13 @@ class SymbolBlock(HybridBlock):
         symbol = decode_symbol(doc, where)
         block = cls._create(_program_from(symbol, names, where), symbol.params)
         if param_file is not None:
-            block.load_parameters(param_file, device=device, allow_missing=allow_missing, ignore_extra=ignore_extra)
+            data = read_limited(param_file, "parameter file")
+            if symbol.params_sha256 is not None and sha256_hex(data) != symbol.params_sha256:
+                raise FormatError(f"{where} was exported with another parameter file than {os.fspath(param_file)!r} "
+                                  "(its SHA-256 differs from the one the symbol file records): the two files were "
+                                  "not written together. Export the block again.")
+            block._parameter_loader(os.fspath(param_file), data, device=device, allow_missing=allow_missing,
+                                    ignore_extra=ignore_extra)()
         return block
 
     def forward(self, *args: Any) -> Any:

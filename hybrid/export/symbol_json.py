@@ -5,8 +5,8 @@ Layout (format ``hybrid-symbol``, version 1; see docs/file-formats.md)::
     {"format": "hybrid-symbol", "version": 1, "checksum": "sha256:...", "producer": "hybrid 0.1.0",
      "params": [{"name": "0.weight", "shape": [16, 8], "dtype": "float32", "grad_req": "write",
                  "differentiable": true, "lr_mult": 1.0, "wd_mult": 1.0}, ...],
-     "data": ["data0"],
-     "signatures": [{"inputs": [{"name": "data0", "shape": [4, 8], "dtype": "float32"}],
+     "data": ["data"],
+     "signatures": [{"inputs": [{"name": "data", "shape": [4, 8], "dtype": "float32"}],
                      "graphs": {"predict": GRAPH, "train": GRAPH}}]}
 
 ``GRAPH`` is described in :mod:`hybrid.export.graph_json`. ``train`` is present
@@ -23,13 +23,13 @@ import jax
 import numpy as np
 
 from .. import autograd, serialization
-from ..cached_op import trace_block
+from ..cached_op import data_input_names, trace_block
 from ..graph.ir import Node
 from . import codec
 from .errors import ExportError, FormatError
 from .graph_json import GraphDoc, decode_graph, encode_graph
 from .inline import inline_calls
-from .jsonfile import encode, read_json, verify_seal
+from .jsonfile import encode, read_json, sha256_hex, verify_seal
 
 __all__ = ["FORMAT", "VERSION", "ParamSpec", "Signature", "SymbolFile", "export_block", "read_symbol_file",
            "decode_symbol", "RNG_INPUTS"]
@@ -69,6 +69,7 @@ class SymbolFile:
     params: list[ParamSpec]
     data_names: list[str]
     signatures: list[Signature]
+    params_sha256: str | None = None  # the digest of the parameter file written with it (None: older files)
 
 
 # -- writing --------------------------------------------------------------------------------------
@@ -125,8 +126,9 @@ def export_block(block: Any, path: str, epoch: int = 0) -> tuple[str, str]:
     for treedef, parts in _signatures(block):
         args = _example_args(treedef, parts)
         graphs = {}
-        inputs = [{"name": f"data{i}", "shape": list(a.shape), "dtype": codec.dtype_name(a.dtype)}
-                  for i, a in enumerate(jax.tree_util.tree_leaves(args))]
+        leaves = jax.tree_util.tree_leaves(args)
+        inputs = [{"name": name, "shape": list(a.shape), "dtype": codec.dtype_name(a.dtype)}
+                  for name, a in zip(data_input_names(len(leaves)), leaves)]
         for mode in ("predict", "train"):
             with autograd.pause(train_mode=mode == "train"):
                 traced = trace_block(block, args)
@@ -145,13 +147,14 @@ def export_block(block: Any, path: str, epoch: int = 0) -> tuple[str, str]:
             raise ExportError("the block was called with different numbers of inputs; export one signature")
         data_names = names
         signatures.append({"inputs": inputs, "graphs": graphs})
+    symbol_file, param_file = f"{path}-symbol.json", f"{path}-{epoch:04d}.params"
+    param_bytes = serialization.encode_arrays({name: np.asarray(param.data()) for name, param in params.items()})
     doc = {"format": FORMAT, "version": VERSION, "producer": _producer(),
            "params": [_encode_param(name, param) for name, param in params.items()], "data": data_names,
-           "signatures": signatures}
-    symbol_file, param_file = f"{path}-symbol.json", f"{path}-{epoch:04d}.params"
-    data = encode(doc)  # everything that can fail is done before the first file is replaced
-    serialization.save_arrays(param_file, {name: np.asarray(param.data()) for name, param in params.items()})
-    serialization.atomic_write(symbol_file, lambda handle: handle.write(data))
+           "signatures": signatures, "params_sha256": sha256_hex(param_bytes)}
+    # the symbol file names the digest of its parameter file, so a pair that was not written together
+    # (a crash between the two renames) is refused at import instead of computing neither model
+    serialization.atomic_write_group([(param_file, param_bytes), (symbol_file, encode(doc))])
     return symbol_file, param_file
 
 
@@ -231,7 +234,12 @@ def decode_symbol(doc: dict, where: str) -> SymbolFile:
     if version > VERSION:
         raise FormatError(f"{where}: written in format version {version} by a newer hybrid; this version reads "
                           f"up to {VERSION}")
-    _check_keys(doc, {"format", "version", "checksum", "producer", "params", "data", "signatures"}, where)
+    required = {"format", "version", "checksum", "producer", "params", "data", "signatures"}
+    _check_keys({k: v for k, v in doc.items() if k != "params_sha256"} if isinstance(doc, dict) else doc,
+                required, where)
+    params_sha256 = doc.get("params_sha256")
+    if params_sha256 is not None and not (isinstance(params_sha256, str) and len(params_sha256) == 64):
+        raise FormatError(f"{where}: 'params_sha256' must be a SHA-256 hex digest")
     if not isinstance(doc["params"], list) or not isinstance(doc["signatures"], list) or not doc["signatures"]:
         raise FormatError(f"{where}: 'params' must be a list and 'signatures' a non-empty list")
     params: dict[str, ParamSpec] = {}
@@ -266,4 +274,4 @@ def decode_symbol(doc: dict, where: str) -> SymbolFile:
             decoded[mode] = decode_graph(gdoc, f"{at} {mode} graph")
             _check_inputs(decoded[mode], params, data, f"{at} {mode} graph")
         signatures.append(Signature(inputs, decoded["predict"], decoded.get("train")))
-    return SymbolFile(list(params.values()), data_names, signatures)
+    return SymbolFile(list(params.values()), data_names, signatures, params_sha256)

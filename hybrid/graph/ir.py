@@ -104,7 +104,7 @@ class Node:
 class Graph:
     """Inputs, constants, nodes in topological order, outputs.
 
-    ``input_names`` labels inputs for printing (parameter names, ``data0``...).
+    ``input_names`` labels inputs for printing (parameter names, ``data`` or ``data0``, ``data1``...).
     ``consts`` maps constant Values to their arrays.
     """
 
