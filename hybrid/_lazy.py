@@ -29,6 +29,7 @@ import numpy as np
 from jax._src import core
 from jax._src import linear_util as lu
 
+from ._state_lock import state_lock
 from .errors import AutogradError
 
 __all__ = ["LazyArray", "Tape", "concrete", "check_jax_version", "SUPPORTED_JAX"]
@@ -729,6 +730,10 @@ class Tape:
 
         ``final`` ends the recording (the step boundary): inputs whose cells are overwritten
         and that nothing else holds are donated, and no node can be added afterwards."""
+        with state_lock:  # the donation check, the run and the writes happen together
+            self._materialize(final)
+
+    def _materialize(self, final: bool) -> None:
         if self.released:
             return
         out_slots = [s for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]

@@ -11,6 +11,7 @@ list's arrays, calls the executable and writes back state outputs.
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 import warnings
 from operator import attrgetter, is_
@@ -21,6 +22,7 @@ import numpy as np
 
 from . import _context, _lazy, functional
 from . import random as _random
+from ._state_lock import state_lock
 from ._watch import watch
 from .errors import HybridizeError
 from .graph.lower import lower as lower_graph
@@ -228,17 +230,25 @@ class CompiledForward:
         self.other_index = [i for i, p in enumerate(self.params) if p not in written]
         self.state_inputs = [self.params[i] for i in self.state_index]
         self.other_inputs = [self.params[i] for i in self.other_index]
-        self._donate = (0,) if self.state_index else ()
 
         def infer(state_values, other_values, input_values, rng):
             return forward(self.merge(state_values, other_values), input_values, rng)
 
         split = None if self.state_index else hoist.split_parameter_work(self.graph, len(self.params))
-        self.infer = jax.jit(infer, donate_argnums=self._donate) if split is None else _HoistedInfer(self, split)
+        self.infer = jax.jit(infer) if split is None else _HoistedInfer(self, split)
+        self._infer_donating = jax.jit(infer, donate_argnums=(0,)) if self.state_index else None
         self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
         self.token = next(_TOKENS)
         self._out_avals = traced.out_avals
         self._param_avals: list | None = None
+
+    def run_eager(self, state_values: list, other_values: list, input_values: list, rng: tuple) -> tuple:
+        """Run the forward on concrete arrays; the state buffers (e.g. running statistics) are reused
+        for the new states when only their parameters hold them (the caller holds ``state_lock``)."""
+        # references to each state array: its parameter, the caller's list, getrefcount's argument
+        if self._infer_donating is not None and max(map(sys.getrefcount, state_values)) <= 3:
+            return self._infer_donating(state_values, other_values, input_values, rng)
+        return self.infer(state_values, other_values, input_values, rng)
 
     def make_forward(self, graph: Graph) -> Callable:
         """``forward(param_values, input_values, rng) -> (outputs, states)`` running ``graph``."""
@@ -316,10 +326,11 @@ class CompiledForward:
         """Stage one call on ``tape``; returns lazy (outputs, states)."""
         params = self.params
         if _context.current().frame is None:
-            values = list(map(_get_data, params))
-            if self._param_avals is None:
-                self._param_avals = [jax.core.ShapedArray(v.shape, v.dtype) for v in values]
-            param_slots = tape.read_params(params, values, self._param_avals)  # the entry implies their avals
+            with state_lock:
+                values = list(map(_get_data, params))
+                if self._param_avals is None:
+                    self._param_avals = [jax.core.ShapedArray(v.shape, v.dtype) for v in values]
+                param_slots = tape.read_params(params, values, self._param_avals)  # the entry implies avals
         else:
             param_slots = tape.slots_of([p.data() for p in params], False)  # noted on the tape as parameter reads
         rest = list(arrays) + list(rng)
@@ -372,11 +383,13 @@ class CachedOp:
         frame = _context.current().frame
         if frame is not None:
             return self._call_in_frame(entry, arrays, frame)
-        state_values, other_values = entry.current_values()
         rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
         arrays = [_lazy.concrete(a) for a in entry.with_attributes(arrays)]
-        outputs, states = entry.infer(state_values, other_values, arrays, rng)
-        entry.write_states(states, _set_param_data)
+        with state_lock:
+            state_values, other_values = entry.current_values()
+            outputs, states = entry.run_eager(state_values, other_values, arrays, rng)
+            del state_values
+            entry.write_states(states, _set_param_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
     def record(self, args: tuple) -> Any:

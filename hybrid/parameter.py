@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _context, _lazy, functional
 from . import init as _init
+from ._state_lock import state_lock
 from ._watch import Watched
 from .errors import DeferredInitializationError, ShapeError, UninitializedParameterError
 
@@ -195,22 +196,23 @@ class Parameter(Watched):
         """
         ctx = _context.current()
         frame = ctx.frame
-        value = frame.lookup(self) if frame is not None else None
-        if value is None:
-            value = self._data
+        with state_lock:  # see hybrid._state_lock: the array read is the one a recording holds
+            value = frame.lookup(self) if frame is not None else None
             if value is None:
-                if self._deferred is not None:
-                    raise DeferredInitializationError(
-                        f"Parameter {self._name!r} has unknown shape {self._shape}; it is initialised "
-                        "at the first forward call of its block")
-                raise UninitializedParameterError(
-                    f"Parameter {self._name!r} has not been initialized. Call .initialize() on the "
-                    "parameter or on its block (e.g. net.initialize()) before using it")
-            if frame is not None:
-                frame.missing[self] = True
-        if ctx.recording:
-            ctx.tape.read_param(self, value)
-        return value
+                value = self._data
+                if value is None:
+                    if self._deferred is not None:
+                        raise DeferredInitializationError(
+                            f"Parameter {self._name!r} has unknown shape {self._shape}; it is initialised "
+                            "at the first forward call of its block")
+                    raise UninitializedParameterError(
+                        f"Parameter {self._name!r} has not been initialized. Call .initialize() on the "
+                        "parameter or on its block (e.g. net.initialize()) before using it")
+                if frame is not None:
+                    frame.missing[self] = True
+            if ctx.recording:
+                ctx.tape.read_param(self, value)
+            return value
 
     def list_data(self) -> list[jax.Array]:
         """Gluon compatibility: the data on every device (one device here)."""

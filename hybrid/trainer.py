@@ -18,6 +18,7 @@ from . import serialization
 from .distributed.mesh import make_mesh
 from .distributed.placement import Placement, ShardingRules
 from .errors import StaleGradientError
+from ._state_lock import state_lock
 from ._watch import watch
 from .parameter import Parameter, unique_params
 
@@ -171,16 +172,22 @@ class Trainer:
             return
         grads = list(map(_GRAD, active))
         tape = next((g._tape for g in grads if isinstance(g, _lazy.LazyArray) and not g._tape.released), None)
-        if tape is not None:
-            self._update_recorded(tape, program, active, grads, rescale)
-            return
+        with state_lock:  # see hybrid._state_lock
+            if tape is not None:
+                self._update_recorded(tape, program, active, grads, rescale)
+            else:
+                self._update_eager(program, active, grads)
+
+    def _update_eager(self, program: tuple, active: list[Parameter], grads: list) -> None:
+        """The update as the trainer's own program, on gradients that are arrays."""
         lr = self._next_learning_rate()
         states = self._states_of(active)
         weights = list(map(_DATA, active))
         # reuse the old weights' buffers unless someone besides the parameter holds one
         # (references: the parameter, `weights`, getrefcount's argument)
-        donate = all(sys.getrefcount(w) <= 3 for w in weights)
-        new_weights, new_states = program[0 if donate else 1](weights, grads, states, lr, rescale)
+        donate = max(map(sys.getrefcount, weights), default=0) <= 3
+        new_weights, new_states = program[0 if donate else 1](weights, grads, states, lr,
+                                                              np.float32(self._optimizer.rescale_grad))
         del weights, grads
         for param, weight, state in zip(active, new_weights, new_states):
             param._assign(weight)

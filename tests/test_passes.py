@@ -201,7 +201,7 @@ def conv_bn(training, share_output=False, in_channels=3):
 
 def graph_args(block, inspection, *data):
     params = {n: p.data() for n, p in block.collect_params().items()}
-    return [params[v.name] if v.name in params else data[int(v.name[4:])] for v in inspection.before.inputs]
+    return [params[v.name] if v.name in params else data[int(v.name[4:] or 0)] for v in inspection.before.inputs]
 
 
 def test_bn_fold_folds_inference_batchnorm_into_conv_and_dense(rng):

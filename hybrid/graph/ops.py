@@ -11,6 +11,7 @@ same jitted function runs as one compiled kernel.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -47,6 +48,7 @@ class BoundOp:
 _REGISTRY: dict[str, OpDef] = {}
 _BOUND: list[BoundOp] = []
 _BOUND_INDEX: dict[tuple, int] = {}
+_BIND_LOCK = threading.Lock()
 BOUND_NAME = re.compile(r"^hybrid_op_(\d+)__")
 
 
@@ -87,18 +89,22 @@ def _bind(name: str, attrs: dict, in_tree: Any) -> BoundOp:
     index = _BOUND_INDEX.get(key)
     if index is not None:
         return _BOUND[index]
-    opdef = get(name)
-    frozen = key[1]
+    with _BIND_LOCK:  # the index in a bound op's name must be its place in _BOUND, whatever other threads do
+        index = _BOUND_INDEX.get(key)
+        if index is not None:
+            return _BOUND[index]
+        opdef = get(name)
+        frozen = key[1]
 
-    def bound(*leaves):
-        return opdef.impl(*jax.tree_util.tree_unflatten(in_tree, leaves), **dict(frozen))
+        def bound(*leaves):
+            return opdef.impl(*jax.tree_util.tree_unflatten(in_tree, leaves), **dict(frozen))
 
-    index = len(_BOUND)
-    bound.__name__ = bound.__qualname__ = f"hybrid_op_{index}__{name}"
-    entry = BoundOp(opdef, frozen, in_tree, jax.jit(bound))
-    _BOUND.append(entry)
-    _BOUND_INDEX[key] = index
-    return entry
+        index = len(_BOUND)
+        bound.__name__ = bound.__qualname__ = f"hybrid_op_{index}__{name}"
+        entry = BoundOp(opdef, frozen, in_tree, jax.jit(bound))
+        _BOUND.append(entry)
+        _BOUND_INDEX[key] = index
+        return entry
 
 
 def call(name: str, *inputs: Any, **attrs: Any) -> Any:
