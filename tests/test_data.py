@@ -1,5 +1,7 @@
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import jax
@@ -389,3 +391,52 @@ def test_random_transforms_match_across_worker_kinds(deadline):
     np.testing.assert_array_equal(epoch(num_workers=2), main)
     hybrid.random.seed(12)
     assert not np.array_equal(np.stack(run(data.DataLoader(ds, batch_size=2))), main)
+
+
+class Stuck(Sleepy):
+    def __getitem__(self, i):
+        time.sleep(3600)
+
+
+class TwoArgumentError(Exception):
+    def __init__(self, sample, reason):
+        super().__init__(f"sample {sample}: {reason}")
+
+
+class RaisesTwoArgumentError(FailsAt):
+    def __getitem__(self, i):
+        if i == self.bad:
+            raise TwoArgumentError(i, "unreadable")
+        return np.float32(i)
+
+
+def test_worker_exception_that_cannot_be_rebuilt_arrives_as_text_and_the_pool_survives(deadline):
+    loader = data.DataLoader(RaisesTwoArgumentError(3), batch_size=2, num_workers=1)
+    try:
+        with pytest.raises(data.WorkerError, match=r"TwoArgumentError: sample 3: unreadable") as info:
+            list(loader)
+        assert "worker traceback" in str(info.value) and "__getitem__" in str(info.value)
+        loader._batch_sampler = [[0, 1], [4, 5]]  # the same workers still serve batches
+        assert [np.asarray(b).tolist() for b in loader] == [[0, 1], [4, 5]]
+    finally:
+        loader.close()
+
+
+def test_interpreter_exits_after_a_worker_timed_out(tmp_path):
+    script = tmp_path / "timeout_exit.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{os.path.dirname(os.path.abspath(__file__))!r}, "
+        f"{os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r}]\n"
+        "from hybrid import data\n"
+        "from test_data import Stuck\n"
+        "if __name__ == '__main__':\n"
+        "    loader = data.DataLoader(Stuck(), batch_size=1, num_workers=1, timeout=1.0)\n"
+        "    try:\n"
+        "        list(loader)\n"
+        "    except TimeoutError as exc:\n"
+        "        print('timed out:', exc)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "timed out: DataLoader: batch 0 was not ready" in out.stdout

@@ -8,9 +8,10 @@ from .batchify import default_batchify_fn
 from .dataloader import DataLoader
 from .dataset import ArrayDataset, Dataset, SimpleDataset
 from ._rng import transform_rng
+from ._worker import WorkerError
 from .sampler import (BatchSampler, FilterSampler, IntervalSampler, RandomSampler, Sampler,
                       SequentialSampler)
 
 __all__ = ["Dataset", "SimpleDataset", "ArrayDataset", "Sampler", "SequentialSampler", "RandomSampler",
            "BatchSampler", "FilterSampler", "IntervalSampler", "DataLoader", "batchify", "default_batchify_fn",
-           "transform_rng", "vision"]
+           "transform_rng", "vision", "WorkerError"]

@@ -7,6 +7,7 @@ backend, so a fork never copies XLA's threads.
 from __future__ import annotations
 
 import pickle
+import traceback
 from typing import Any, Callable, Sequence
 
 from . import _rng
@@ -32,9 +33,22 @@ def init_process(payload: bytes) -> None:
         _load_error = f"{type(exc).__name__}: {exc}"
 
 
+class WorkerError(RuntimeError):
+    """An exception raised in a worker process that cannot travel back as itself (its class cannot be
+    rebuilt from its arguments by pickle): its type, message and traceback, as text."""
+
+
 def make_batch_in_process(indices: Sequence[int], seed: tuple[int, int]) -> Any:
     if _load_error is not None:
         raise RuntimeError(f"DataLoader worker process could not unpickle the dataset and batchify_fn: "
                            f"{_load_error}. Classes and functions they use must be importable by module "
                            "name (not defined in an interactive session).")
-    return make_batch(_dataset, _batchify_fn, indices, seed, reseed_globals=True)
+    try:
+        return make_batch(_dataset, _batchify_fn, indices, seed, reseed_globals=True)
+    except Exception as exc:
+        try:
+            pickle.loads(pickle.dumps(exc))  # what the parent will do with it
+        except Exception:
+            raise WorkerError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}\n"
+                              f"worker traceback:\n{traceback.format_exc()}") from None
+        raise

@@ -186,8 +186,10 @@ class DataLoader:
     def _result(self, k: int, future: futures.Future) -> Any:
         done, _ = futures.wait([future], timeout=self._timeout)
         if not done:
+            self.close(wait=False, terminate=True)  # a stuck worker would keep the interpreter from exiting
             raise TimeoutError(f"DataLoader: batch {k} was not ready after timeout={self._timeout:g} s; "
-                               "a worker may be stuck, or the batch needs a larger timeout")
+                               "a worker may be stuck, or the batch needs a larger timeout. The workers were "
+                               "stopped; the next iteration starts new ones")
         try:
             return future.result()
         except futures.BrokenExecutor as exc:
@@ -199,11 +201,16 @@ class DataLoader:
                 exc.add_note(f"(raised in a DataLoader worker while making batch {k})")
             raise
 
-    def close(self, wait: bool = True) -> None:
-        """Stop the workers (a later iteration starts new ones)."""
+    def close(self, wait: bool = True, terminate: bool = False) -> None:
+        """Stop the workers (a later iteration starts new ones). ``terminate`` kills worker processes
+        still busy (threads cannot be killed; a stuck thread ends when its batch does)."""
         executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=wait, cancel_futures=True)
+        if executor is None:
+            return
+        if terminate:
+            for process in list((getattr(executor, "_processes", None) or {}).values()):
+                process.terminate()
+        executor.shutdown(wait=wait, cancel_futures=True)
 
     def __del__(self) -> None:
         try:
