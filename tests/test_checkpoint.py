@@ -248,3 +248,41 @@ def test_concurrent_saves_and_loads_stay_consistent(tmp_path):
     assert errors == []
     assert len(loads) > 10 and all(loads)
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temporaries left
+
+
+def test_concurrent_parameter_file_saves_and_loads_stay_consistent(tmp_path):
+    """save_parameters replaces the file atomically: a concurrent load_parameters reads one whole file."""
+    import threading
+    import time
+    nets = [make_net(seed) for seed in range(3)]
+    signatures = {float(np.asarray(net[0].weight.data()).sum()) for net in nets}
+    path = str(tmp_path / "net.params")
+    nets[0].save_parameters(path)
+    errors, loads = [], []
+    stop = time.monotonic() + 2.0
+
+    def write(net):
+        try:
+            while time.monotonic() < stop:
+                net.save_parameters(path)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    def read():
+        reader = make_net(9)
+        try:
+            while time.monotonic() < stop:
+                reader.load_parameters(path)
+                loads.append(float(np.asarray(reader[0].weight.data()).sum()) in signatures)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in nets[1:]] + \
+        [threading.Thread(target=read) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(loads) > 10 and all(loads)
+    assert os.listdir(tmp_path) == ["net.params"]
