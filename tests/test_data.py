@@ -63,6 +63,20 @@ class DiesAt(FailsAt):
         return np.float32(i)
 
 
+class DiesOnce(FailsAt):
+    """Sample 2 kills its worker the first time only (a marker file remembers)."""
+
+    def __init__(self, marker):
+        super().__init__(2)
+        self.marker = marker
+
+    def __getitem__(self, i):
+        if i == self.bad and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(3)
+        return np.float32(i)
+
+
 class GlobalNumpyNoise(data.Dataset):
     """Draws from NumPy's legacy global generator, as much user code does."""
 
@@ -337,8 +351,19 @@ def test_worker_error_keeps_type_and_message(deadline):
 
 def test_dead_worker_is_reported(deadline):
     loader = data.DataLoader(DiesAt(2), batch_size=2, num_workers=1)
-    with pytest.raises(RuntimeError, match="worker process died while making batch 1"):
+    with pytest.raises(RuntimeError, match=r"worker process \(pid \d+, exit code 3\) died while making batch 1"):
         run(loader)
+
+
+
+def test_the_next_epoch_after_a_dead_worker_gets_new_workers(deadline, tmp_path):
+    loader = data.DataLoader(DiesOnce(str(tmp_path / "died")), batch_size=2, num_workers=1)
+    try:
+        with pytest.raises(RuntimeError, match="died while making batch 1"):
+            list(loader)
+        assert [np.asarray(b).tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
+    finally:
+        loader.close()
 
 
 def test_unpicklable_dataset_gives_clear_error_and_threads_accept_it(deadline):

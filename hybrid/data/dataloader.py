@@ -5,6 +5,7 @@ import collections
 import multiprocessing
 import os
 import pickle
+import signal
 from concurrent import futures
 from typing import Any, Callable, Iterator
 
@@ -193,8 +194,9 @@ class DataLoader:
         try:
             return future.result()
         except futures.BrokenExecutor as exc:
+            dead = _dead_workers(self._executor)
             self.close(wait=False)
-            raise RuntimeError(f"DataLoader: a worker process died while making batch {k} (killed, out of "
+            raise RuntimeError(f"DataLoader: a worker process{dead} died while making batch {k} (killed, out of "
                                "memory, or crashed in native code); the next iteration starts new workers") from exc
         except Exception as exc:
             if hasattr(exc, "add_note"):
@@ -217,3 +219,14 @@ class DataLoader:
             self.close(wait=False)
         except Exception:
             pass
+
+
+def _dead_workers(executor: Any) -> str:
+    """`` (pid 123, exit code -9 (SIGKILL))`` for the worker processes of ``executor`` that ended."""
+    described = []
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        code = process.exitcode
+        if code is not None:
+            name = f" ({signal.Signals(-code).name})" if code < 0 and -code in signal.Signals._value2member_map_ else ""
+            described.append(f"pid {process.pid}, exit code {code}{name}")
+    return f" ({'; '.join(described)})" if described else ""
