@@ -1,6 +1,8 @@
 """Block and HybridBlock: the layer API, the bridge between objects and compiled functions."""
 from __future__ import annotations
 
+import itertools
+
 import re
 import warnings
 from collections import OrderedDict
@@ -44,6 +46,16 @@ def _input_type_error(block: "Block", args: tuple, exc: AttributeError) -> Excep
             return TypeError(f"{type(block).__name__} expects arrays as inputs, but input {i} is "
                              f"of type {type(arg).__name__} ({exc})")
     return exc
+
+
+_NAME_COUNTS: dict[str, Iterator[int]] = {}
+
+
+def _next_name(hint: str) -> str:
+    counter = _NAME_COUNTS.get(hint)
+    if counter is None:
+        counter = _NAME_COUNTS.setdefault(hint, itertools.count())
+    return f"{hint}{next(counter)}"
 
 
 def _holds_blocks(value: Any) -> bool:
@@ -101,6 +113,18 @@ class Block(Watched):
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_scope_name", "")
+        object.__setattr__(self, "_name", _next_name(type(self).__name__.lower()))
+
+    @property
+    def name(self) -> str:
+        """Gluon 1.x's automatic block name: the class name in lower case and a count per class in
+        creation order (``dense0``, ``dense1``, ...). Parameters are keyed by structural names instead."""
+        return self._name
+
+    @property
+    def prefix(self) -> str:
+        """Gluon 1.x's prefix: ``name + '_'``."""
+        return self._name + "_"
 
     # -- registration -------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
