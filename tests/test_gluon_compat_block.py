@@ -75,8 +75,8 @@ def test_float64_with_x64_computes_in_float64():
 
 
 def test_block_name_and_prefix_count_per_class_like_gluon_1x():
-    """From MXNet's tests/python/unittest/test_gluon.py naming checks: automatic names are the class name
-    in lower case followed by a per-class count, and the prefix adds an underscore."""
+    """Gluon 1.x's automatic names: the class name in lower case followed by a per-class count; the prefix
+    adds an underscore."""
     first, second, seq = nn.Dense(2), nn.Dense(2), nn.HybridSequential()
     n1, n2 = int(first.name[len("dense"):]), int(second.name[len("dense"):])
     assert first.name.startswith("dense") and second.name.startswith("dense") and n2 == n1 + 1
