@@ -244,3 +244,26 @@ def test_bad_convolution_attributes_are_format_errors_naming_the_node(tmp_path, 
     x = np.zeros((2, 1, 4, 4), np.float32)
     with pytest.raises(FormatError, match=message):
         SymbolBlock.imports(str(sym), ["data"], str(params))(x)
+
+
+@pytest.mark.parametrize("per", ["group", "channel"])
+def test_mxnet_group_norm_symbol_broadcasts_per_group_parameters(tmp_path, per):
+    """MXNet 1.x's GroupNorm holds one gamma and beta per group, broadcast to the group's channels (2.x: per
+    channel); the reference is NumPy."""
+    groups, channels = 2, 6
+    nodes = [node("null", "data"), node("null", "gn_gamma"), node("null", "gn_beta"),
+             node("GroupNorm", "gn", [0, 1, 2], num_groups=groups, eps=1e-5)]
+    sym, params = tmp_path / "gn-symbol.json", tmp_path / "gn-0000.params"
+    sym.write_text(json.dumps({"nodes": nodes, "heads": [[3, 0, 0]]}))
+    rng = np.random.default_rng(5)
+    size = groups if per == "group" else channels
+    gamma, beta = rng.random(size).astype(np.float32) + 0.5, rng.standard_normal(size).astype(np.float32)
+    params.write_bytes(mx_params({"arg:gn_gamma": gamma, "arg:gn_beta": beta}))
+    x = rng.standard_normal((3, channels, 4)).astype(np.float32)
+    grouped = x.reshape(3, groups, -1)
+    normed = ((grouped - grouped.mean(2, keepdims=True)) / np.sqrt(grouped.var(2, keepdims=True) + 1e-5)).reshape(x.shape)
+    scale = np.repeat(gamma, channels // groups) if per == "group" else gamma
+    shift = np.repeat(beta, channels // groups) if per == "group" else beta
+    expected = normed * scale[None, :, None] + shift[None, :, None]
+    net = SymbolBlock.imports(str(sym), "data", str(params))
+    assert_close(net(x), expected, 1e-4, 1e-5)

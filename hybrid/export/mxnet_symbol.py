@@ -150,6 +150,24 @@ def _convolution(ins, a: Attrs, ctx):
                                   layout=_layout(a, n))]
 
 
+def _group_norm(ins, a: Attrs, ctx):
+    """MXNet's GroupNorm: 1.x files hold one gamma and beta per group (broadcast to the group's channels),
+    2.x files one per channel."""
+    x, gamma, beta = ins
+    if a.bool("output_mean_var", False):
+        raise FormatError(f"{a.where}: output_mean_var=True is not supported")
+    groups = _positive_int(a, "num_groups", 1)
+    channels = x.shape[1]
+    if channels % groups:
+        raise FormatError(f"{a.where}: {channels} channels cannot form num_groups={groups} equal groups")
+    if gamma.shape != beta.shape or gamma.shape[0] not in (groups, channels):
+        raise FormatError(f"{a.where}: gamma {gamma.shape} and beta {beta.shape} must both have num_groups={groups} "
+                          f"(MXNet 1.x) or {channels} channels (2.x) entries")
+    if gamma.shape[0] != channels:
+        gamma, beta = jnp.repeat(gamma, channels // groups), jnp.repeat(beta, channels // groups)
+    return [layer_ops.group_norm(x, gamma, beta, num_groups=groups, axis=1, eps=a.float("eps", 1e-5))]
+
+
 def _batch_norm(ins, a: Attrs, ctx):
     x, gamma, beta, mean, var = ins
     if a.bool("output_mean_var", False):
@@ -334,6 +352,7 @@ def _add_n(ins, a, ctx):
 
 CONVERTERS: dict[str, Callable] = {
     "FullyConnected": _fully_connected, "Convolution": _convolution, "BatchNorm": _batch_norm,
+    "GroupNorm": _group_norm,
     "Activation": _activation, "LeakyReLU": _leaky_relu, "Pooling": _pooling, "Flatten": _flatten,
     "flatten": _flatten, "SoftmaxOutput": _softmax_output, "softmax": _softmax, "log_softmax": _log_softmax,
     "SoftmaxActivation": lambda ins, a, ctx: [layer_ops.softmax(
