@@ -23,6 +23,9 @@ PUBLISHED = {
     "resnet101_v1": 44_549_160, "resnet152_v1": 60_192_808,
     "vgg11_bn": 132_868_840, "vgg13_bn": 133_053_736, "vgg16_bn": 138_365_992, "vgg19_bn": 143_678_248,
     "vgg16": 138_357_544, "mobilenetv2_1.0": 3_504_872, "gpt_small": 124_439_808,
+    "alexnet": 61_100_840, "squeezenet1.0": 1_248_424, "squeezenet1.1": 1_235_496,
+    "densenet121": 7_978_856, "densenet161": 28_681_000, "densenet169": 14_149_480, "densenet201": 20_013_928,
+    "mobilenet1.0": 4_231_976,  # Keras' MobileNet (alpha 1.0): its trainable parameters
 }
 # Derived by hand. ResNet-18 v2 vs v1: the first BN of each stage's first block sees the block's input channels
 # instead of its output channels (+2 * (64 + 64 + 128 + 256) - 2 * (64 + 128 + 256 + 512)), the projection
@@ -76,6 +79,8 @@ SMALL_CASES = {   # name: (constructor, input shape, classes)
                                    (2, 3, 8, 8), 5),
     "vgg_bn": (lambda: VGG([1, 1, 1, 1, 1], [4, 4, 4, 8, 8], classes=3, batch_norm=True), (1, 3, 32, 32), 3),
     "mobilenetv2_0.25": (lambda: model_zoo.get_model("mobilenetv2_0.25", classes=7), (1, 3, 8, 8), 7),
+    "mobilenet0.25": (lambda: model_zoo.get_model("mobilenet0.25", classes=7), (1, 3, 32, 32), 7),
+    "densenet_small": (lambda: model_zoo.DenseNet(8, 4, [2, 2], classes=3, dropout=0.1), (1, 3, 56, 56), 3),
 }
 
 
@@ -329,3 +334,24 @@ def test_get_model_names_and_errors():
         MobileNetV2(multiplier=0)
     with pytest.raises(TypeError):
         model_zoo.get_model("mlp", no_such_argument=1)
+
+
+@pytest.mark.parametrize("name", ["alexnet", "squeezenet1.0", "squeezenet1.1"])
+def test_imagenet_models_at_their_input_size(name, rng):
+    """AlexNet and SqueezeNet fix the spatial size (a 6x6 flatten, a 13x13 average pool): 224x224 inputs."""
+    net = model_zoo.get_model(name, classes=5, root="~/.mxnet/models")  # Gluon's root= is accepted
+    net.initialize(hybrid.init.Xavier())
+    net.hybridize()
+    out = net(rng.standard_normal((1, 3, 224, 224)).astype(np.float32))
+    assert out.shape == (1, 5) and np.isfinite(np.asarray(out)).all()
+    assert [k for k in net.collect_params()][:2] == ["features.0.weight", "features.0.bias"]
+
+
+def test_new_zoo_names_refuse_pretrained_weights_and_bad_arguments():
+    for name in ("alexnet", "densenet121", "squeezenet1.1", "mobilenet0.5"):
+        with pytest.raises(ValueError, match="no pretrained weights"):
+            model_zoo.get_model(name, pretrained=True)
+    with pytest.raises(ValueError, match="version must be '1.0' or '1.1'"):
+        model_zoo.SqueezeNet("2.0")
+    with pytest.raises(ValueError, match="num_layers must be one of"):
+        model_zoo.get_densenet(100)

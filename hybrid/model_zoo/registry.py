@@ -5,7 +5,7 @@ import difflib
 from typing import Any, Callable
 
 from ..block import HybridBlock
-from . import classic, gpt, mobilenet, resnet, transformer, vgg
+from . import alexnet_model, classic, densenet, gpt, mobilenet, resnet, squeezenet, transformer, vgg
 
 __all__ = ["get_model", "get_model_list"]
 
@@ -16,6 +16,10 @@ _MODELS: dict[str, Callable[..., HybridBlock]] = {
     **{f"vgg{d}{bn}": getattr(vgg, f"vgg{d}{bn}") for bn in ("", "_bn") for d in (11, 13, 16, 19)},
     **{f"mobilenetv2_{m}": getattr(mobilenet, f"mobilenet_v2_{m.replace('.', '_')}")
        for m in ("1.0", "0.75", "0.5", "0.25")},
+    **{f"mobilenet{m}": getattr(mobilenet, f"mobilenet{m.replace('.', '_')}") for m in ("1.0", "0.75", "0.5", "0.25")},
+    "alexnet": alexnet_model.alexnet,
+    **{f"densenet{d}": getattr(densenet, f"densenet{d}") for d in (121, 161, 169, 201)},
+    "squeezenet1.0": squeezenet.squeezenet1_0, "squeezenet1.1": squeezenet.squeezenet1_1,
     "transformer_classifier": transformer.transformer_classifier,
     "gpt_small": gpt.gpt_small,
 }
@@ -28,7 +32,8 @@ def get_model_list() -> list[str]:
 
 def get_model(name: str, **kwargs: Any) -> HybridBlock:
     """Build the model called ``name`` (case-insensitive), e.g. ``'resnet18_v1'``, ``'resnet50_v2'``,
-    ``'vgg16_bn'``, ``'mobilenetv2_1.0'``, ``'cifar_resnet20_v1'``, ``'lenet'``, ``'mlp'``,
+    ``'vgg16_bn'``, ``'mobilenet1.0'``, ``'mobilenetv2_1.0'``, ``'alexnet'``, ``'densenet121'``,
+    ``'squeezenet1.1'``, ``'cifar_resnet20_v1'``, ``'lenet'``, ``'mlp'``,
     ``'transformer_classifier'``, ``'gpt_small'``; ``kwargs`` go to its constructor (``classes=10``,
     ``stem='cifar'``, ...). Raises ValueError for an unknown name, listing the available ones."""
     key = name.lower() if isinstance(name, str) else name
