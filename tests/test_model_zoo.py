@@ -35,7 +35,11 @@ PUBLISHED = {
 # LeNet-5 on 1-channel 28x28 digits: 156 + 2,416 + 48,120 + 10,164 + 850 (conv, conv, dense, dense, output).
 # CIFAR ResNet-20: 269,722 with the paper's parameter-free shortcuts, plus two 1x1 projections with BN
 # (16 * 32 + 2 * 32 and 32 * 64 + 2 * 64).
+# Inception v3: torchvision's 27,161,264 less its auxiliary classifier (absent here, as in Gluon): a 1x1
+# convolution 768 -> 128 with BN (98,304 + 256), a 5x5 convolution 128 -> 768 with BN (2,457,600 + 1,536) and
+# Dense(768, 1000) (769,000).
 DERIVED = {
+    "inceptionv3": 27_161_264 - (98_304 + 256) - (2_457_600 + 1_536) - 769_000,
     "resnet18_v2": 11_689_512 + 2 * 512 - 2 * 960 - 2 * 896 + 2 * 512,
     "resnet50_v2": 25_557_032 + 2 * 1856 - 2 * 3840 - 2 * 3840 + 2 * 2048,
     "cifar_resnet20_v1": 269_722 + 576 + 2176,
@@ -355,3 +359,12 @@ def test_new_zoo_names_refuse_pretrained_weights_and_bad_arguments():
         model_zoo.SqueezeNet("2.0")
     with pytest.raises(ValueError, match="num_layers must be one of"):
         model_zoo.get_densenet(100)
+
+
+def test_inception_v3_maps_299x299_images_to_classes():
+    import jax
+    net = model_zoo.get_model("inceptionv3", classes=5)
+    net.initialize()
+    net.hybridize()
+    out = jax.eval_shape(net, jax.ShapeDtypeStruct((2, 3, 299, 299), np.float32))  # shapes only: no compile
+    assert out.shape == (2, 5)

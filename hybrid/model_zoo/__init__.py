@@ -2,11 +2,12 @@
 
 Models are built untrained (no pretrained weights are shipped); call ``net.initialize()`` before use.
 """
-from . import alexnet_model, classic, densenet, gpt, mobilenet, resnet, squeezenet, transformer, vgg
+from . import alexnet_model, classic, densenet, gpt, inception, mobilenet, resnet, squeezenet, transformer, vgg
 from .alexnet_model import *  # noqa: F401,F403
 from .classic import *  # noqa: F401,F403
 from .densenet import *  # noqa: F401,F403
 from .gpt import *  # noqa: F401,F403
+from .inception import *  # noqa: F401,F403
 from .mobilenet import *  # noqa: F401,F403
 from .registry import get_model, get_model_list
 from .resnet import *  # noqa: F401,F403
@@ -14,6 +15,5 @@ from .squeezenet import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
 from .vgg import *  # noqa: F401,F403
 
-__all__ = ["get_model", "get_model_list"] + [name for module in (classic, resnet, vgg, mobilenet, alexnet_model, densenet,
-                                                                           squeezenet, transformer, gpt)
-                                             for name in module.__all__]
+_FAMILIES = (classic, resnet, vgg, mobilenet, alexnet_model, densenet, inception, squeezenet, transformer, gpt)
+__all__ = ["get_model", "get_model_list"] + [name for module in _FAMILIES for name in module.__all__]

@@ -5,7 +5,7 @@ import difflib
 from typing import Any, Callable
 
 from ..block import HybridBlock
-from . import alexnet_model, classic, densenet, gpt, mobilenet, resnet, squeezenet, transformer, vgg
+from . import alexnet_model, classic, densenet, gpt, inception, mobilenet, resnet, squeezenet, transformer, vgg
 
 __all__ = ["get_model", "get_model_list"]
 
@@ -20,6 +20,7 @@ _MODELS: dict[str, Callable[..., HybridBlock]] = {
     "alexnet": alexnet_model.alexnet,
     **{f"densenet{d}": getattr(densenet, f"densenet{d}") for d in (121, 161, 169, 201)},
     "squeezenet1.0": squeezenet.squeezenet1_0, "squeezenet1.1": squeezenet.squeezenet1_1,
+    "inceptionv3": inception.inception_v3,
     "transformer_classifier": transformer.transformer_classifier,
     "gpt_small": gpt.gpt_small,
 }
