@@ -10,6 +10,7 @@ list's arrays, calls the executable and writes back state outputs.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import time
@@ -128,10 +129,16 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
                     accessed=dict(fr.accessed), uses_rng=fr.key_count > 0, attributes=list(fr.attributes))
         return leaves, list(fr.updates.values()) + list(fr.attributes.values())
 
-    rng = (_random.base_key(), np.uint32(0))
+    rng = (_key_type(), np.uint32(0))  # the key's type only: tracing needs no key (nor its compilation)
     attr_values = [getattr(b, name) for b, name in attr_inputs]
     closed = jax.make_jaxpr(fn)([p._data for p in params], list(arrays) + attr_values, rng)
     return closed, info
+
+
+@functools.cache
+def _key_type() -> jax.ShapeDtypeStruct:
+    """The abstract value of a JAX random key (a scalar of the default implementation's key type)."""
+    return jax.eval_shape(jax.random.key, 0)
 
 
 def trace_block(block: Any, args: tuple) -> TraceResult:
