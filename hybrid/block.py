@@ -58,13 +58,20 @@ def _next_name(hint: str) -> str:
     return f"{hint}{next(counter)}"
 
 
-def _holds_blocks(value: Any) -> bool:
-    """Whether ``value`` is a list, tuple or dict with a Block among its items."""
+def _holds_blocks(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is a list, tuple or dict with a Block among its items, at any nesting depth."""
     if isinstance(value, dict):
         value = value.values()
-    elif not isinstance(value, (list, tuple)):
+    elif not isinstance(value, (list, tuple)) or depth > 8:
         return False
-    return any(isinstance(item, Block) for item in value)
+    return any(isinstance(item, Block) or _holds_blocks(item, depth + 1) for item in value)
+
+
+def _unregistered_block_warning(block: "Block", name: str, value: Any) -> None:
+    warnings.warn(
+        f"{type(block).__name__}.{name} is a {type(value).__name__} holding Blocks; Blocks inside a list, tuple "
+        "or dict are not registered (their parameters are not collected, initialised or saved). Register them "
+        "with register_child(), or use nn.Sequential / nn.HybridSequential.", stacklevel=4)
 
 
 def _is_traced(value: Any) -> bool:
@@ -152,10 +159,7 @@ class Block(Watched):
             self._set_state_attribute(name, value)
             return
         elif _holds_blocks(value):
-            warnings.warn(
-                f"{type(self).__name__}.{name} is a {type(value).__name__} holding Blocks; Blocks inside a list, "
-                "tuple or dict are not registered (their parameters are not collected, initialised or saved). "
-                "Register them with register_child(), or use nn.Sequential / nn.HybridSequential.", stacklevel=2)
+            _unregistered_block_warning(self, name, value)
         elif not name.startswith("_") and _is_traced(value):
             frame = _context.current().frame
             if frame is None:
@@ -204,6 +208,7 @@ class Block(Watched):
         """
         found: dict[str, Parameter] = {}
         self._collect_params_with_prefix("", found)
+        self._warn_unregistered_containers()
         if select is None:
             return found
         pattern = re.compile(select)
@@ -216,6 +221,16 @@ class Block(Watched):
             out[prefix + name] = param
         for name, child in self._children.items():
             child._collect_params_with_prefix(prefix + name, out)
+
+    def _warn_unregistered_containers(self) -> None:
+        """Gluon's warning, when parameters are collected, for containers that came to hold Blocks after
+        they were assigned (``self.layers = {}; self.layers['a'] = [nn.Dense(2)]``)."""
+        blocks: list[Block] = []
+        self.apply(blocks.append)
+        for block in blocks:
+            for name, value in vars(block).items():
+                if not name.startswith("_") and _holds_blocks(value):
+                    _unregistered_block_warning(block, name, value)
 
     def _unique_params(self) -> list[Parameter]:
         return unique_params(self.collect_params())

@@ -422,9 +422,16 @@ class CTCLoss(Loss):
         if not hasattr(pred, "shape") or len(pred.shape) != 3:
             return
         classes, steps = pred.shape[2], pred.shape[self._layout.find("T")]
+        label_length = label.shape[self._label_layout.find("T")] if label.ndim == 2 else None
+        given = args[3] if len(args) > 3 else None
+        if given is not None and label_length is not None and not isinstance(given, jax.core.Tracer):
+            # only the first label_lengths[i] entries of each label are classes; the rest is padding
+            rows = label if self._label_layout == "NT" else label.T
+            lengths = np.clip(np.asarray(given).reshape(-1), 0, label_length)
+            if lengths.shape[0] == rows.shape[0]:
+                label = rows[np.arange(label_length)[None, :] < lengths[:, None]]
         _check_class_indices(self, label, -1, classes - 1,
                              f"the {classes - 1} classes before the blank {classes - 1} (-1 pads)")
-        label_length = label.shape[self._label_layout.find("T")] if label.ndim == 2 else None
         for name, at, limit in (("pred_lengths", 2, steps), ("label_lengths", 3, label_length)):
             lengths = args[at] if len(args) > at else None
             if lengths is None or limit is None or isinstance(lengths, jax.core.Tracer):

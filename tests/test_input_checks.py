@@ -207,3 +207,15 @@ def test_dropout_draws_the_same_mask_under_train_mode_and_record(hybridize):
             recorded = np.asarray(block(x))
         assert 0 < (plain == 0).sum() < plain.size  # a real mask
         np.testing.assert_array_equal(plain, recorded)
+
+
+def test_ctc_padding_beyond_label_lengths_is_not_checked():
+    """Entries after label_lengths[i] are padding (any value, as in MXNet); the same call hybridized agrees."""
+    pred, label = np.ones((2, 25, 4), np.float32), np.array([[2, 1, 3, 3], [0, 2, 2, 3]])
+    lengths = (np.array([20, 20]), np.array([2, 3]))
+    eager = loss_mod.CTCLoss()(pred, label, *lengths)
+    hybridized = loss_mod.CTCLoss()
+    hybridized.hybridize()
+    np.testing.assert_allclose(np.asarray(eager), np.asarray(hybridized(pred, label, *lengths)), rtol=1e-6)
+    with pytest.raises(ValueError, match="label 3 is outside"):
+        loss_mod.CTCLoss()(pred, np.array([[2, 3, 3, 3], [0, 2, 2, 3]]), *lengths)

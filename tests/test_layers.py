@@ -238,7 +238,7 @@ def test_bad_input_errors_name_the_layer(hybridize):
 
 
 def test_bad_constructor_arguments():
-    with pytest.raises(ValueError, match="Dense: units must be a positive integer"):
+    with pytest.raises(ValueError, match="Dense: units must be a non-negative integer"):
         nn.Dense(-3)
     with pytest.raises(ValueError, match="Conv2D: layout must be one of"):
         nn.Conv2D(3, 3, layout="NCWH")

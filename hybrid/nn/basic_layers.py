@@ -104,7 +104,8 @@ class Dense(HybridBlock):
     """Fully connected layer: ``activation(x @ weight.T + bias)``.
 
     Args:
-        units: output size. weight has shape ``(units, in_units)`` (Gluon's layout).
+        units: output size. weight has shape ``(units, in_units)`` (Gluon's layout). 0 is accepted at
+            construction, as MXNet does, but such a layer cannot be initialised (a 0 in a shape means unknown).
         flatten: reshape inputs of rank > 2 to ``(batch, -1)``; otherwise apply to the last axis.
         in_units: input size, 0 to infer it at the first call.
     Input: ``(batch, in_units)`` (or ``(batch, ...)`` with ``flatten``, or ``(..., in_units)``).
@@ -115,7 +116,9 @@ class Dense(HybridBlock):
                  dtype: Any = "float32", weight_initializer: Any = None, bias_initializer: Any = "zeros",
                  in_units: int = 0):
         super().__init__()
-        self._units = check_positive_int("Dense", "units", units)
+        if not isinstance(units, (int, np.integer)) or isinstance(units, bool) or units < 0:
+            raise ValueError(f"Dense: units must be a non-negative integer, got {units!r}")
+        self._units = int(units)
         self._in_units = check_non_negative_int("Dense", "in_units", in_units)
         self._flatten = flatten
         self.weight = Parameter("weight", shape=(units, in_units), dtype=dtype, init=weight_initializer,
