@@ -237,11 +237,13 @@ class Block(Watched):
 
     # -- whole-tree operations ------------------------------------------------------
     def initialize(self, init: Any = _init.Uniform(), device: Any = None, verbose: bool = False,
-                   force_reinit: bool = False) -> "Block":
+                   force_reinit: bool = False, ctx: Any = None) -> "Block":
         """Initialise every parameter; a parameter's own ``init`` wins over ``init``.
 
-        Parameters with unknown shapes are initialised at the first forward call.
+        Parameters with unknown shapes are initialised at the first forward call. ``ctx`` is Gluon 1.x's
+        name of ``device``.
         """
+        device = ctx if device is None else device
         skipped = 0
         for param in self._unique_params():
             if param._data is not None and not force_reinit:
@@ -252,6 +254,14 @@ class Block(Watched):
             warnings.warn(f"{type(self).__name__}.initialize: {skipped} parameter(s) already initialized were "
                           "left unchanged; pass force_reinit=True to re-initialize them.", stacklevel=2)
         return self
+
+    def reset_device(self, device: Any) -> "Block":
+        """Move every parameter's data and gradient to ``device`` (a ``jax.Device``; Gluon's ``reset_ctx``)."""
+        for param in self._unique_params():
+            param.reset_device(device)
+        return self
+
+    reset_ctx = reset_device
 
     def setattr(self, name: str, value: Any) -> "Block":
         """Set attribute ``name`` of every parameter of this block and its children, e.g.
@@ -442,7 +452,7 @@ class Block(Watched):
 
     def load_parameters(self, filename: str, device: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
-                        dtype_source: str = "current") -> None:
+                        dtype_source: str = "current", ctx: Any = None) -> None:
         """Load parameters saved by ``save_parameters``, or an MXNet ``.params`` file (names mapped as
         described in docs/file-formats.md). Nothing is changed unless all checks pass.
 
@@ -451,7 +461,8 @@ class Block(Watched):
         unless ``cast_dtype`` (then ``dtype_source`` is ``'current'`` to keep the
         parameters' dtypes or ``'saved'`` to adopt the file's).
         """
-        self._parameter_loader(filename, None, device, allow_missing, ignore_extra, cast_dtype, dtype_source)()
+        self._parameter_loader(filename, None, ctx if device is None else device, allow_missing, ignore_extra,
+                               cast_dtype, dtype_source)()
 
     def _parameter_loader(self, filename: str, data: bytes | None = None, device: Any = None,
                           allow_missing: bool = False, ignore_extra: bool = False, cast_dtype: bool = False,

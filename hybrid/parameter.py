@@ -148,12 +148,13 @@ class Parameter(Watched):
 
     # -- initialisation -----------------------------------------------------
     def initialize(self, init: Any = None, device: Any = None, default_init: Any = None,
-                   force_reinit: bool = False) -> None:
+                   force_reinit: bool = False, ctx: Any = None) -> None:
         """Create the data with ``init`` (else the parameter's own init, else ``default_init``).
 
         With an unknown shape and ``allow_deferred_init`` the initialisation waits
-        for the first forward call. Raises ValueError when the shape is unknown and
-        deferral is not allowed.
+        for the first forward call. ``device`` (Gluon 1.x: ``ctx``) is accepted for Gluon
+        code; arrays are placed on JAX's default device. Raises ValueError when the shape
+        is unknown and deferral is not allowed.
         """
         if self._data is not None and not force_reinit:
             warnings.warn(f"Parameter {self._name!r} is already initialized, ignoring. "
@@ -188,8 +189,9 @@ class Parameter(Watched):
             self._init_now(self._deferred)
 
     # -- data and gradient --------------------------------------------------
-    def data(self, device: Any = None) -> jax.Array:
-        """The current value (a JAX array of ``shape`` and ``dtype``).
+    def data(self, device: Any = None, ctx: Any = None) -> jax.Array:
+        """The current value (a JAX array of ``shape`` and ``dtype``); ``device``/``ctx`` are accepted
+        for Gluon code (one device).
 
         Raises DeferredInitializationError while the shape waits for the first
         forward, UninitializedParameterError before ``initialize()``.
@@ -285,7 +287,7 @@ class Parameter(Watched):
         if isinstance(self._data, _lazy.LazyArray):
             self._data = value
 
-    def grad(self, device: Any = None) -> jax.Array:
+    def grad(self, device: Any = None, ctx: Any = None) -> jax.Array:
         """The gradient written by ``autograd.backward`` (zeros until the first one).
 
         Raises RuntimeError for ``grad_req='null'``, or when the last gradient was consumed

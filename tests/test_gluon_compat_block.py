@@ -82,3 +82,18 @@ def test_block_name_and_prefix_count_per_class_like_gluon_1x():
     assert first.name.startswith("dense") and second.name.startswith("dense") and n2 == n1 + 1
     assert first.prefix == first.name + "_"
     assert seq.name.startswith("hybridsequential")
+
+
+def test_gluon_1x_ctx_keywords_are_accepted():
+    """d2l's train_ch6 calls net.initialize(force_reinit=True, ctx=device, init=init.Xavier())."""
+    import jax
+    import numpy as np
+    from hybrid import init
+    device = jax.devices()[0]
+    net = nn.Dense(2, in_units=3)
+    net.initialize(force_reinit=True, ctx=device, init=init.Constant(0.5))
+    np.testing.assert_array_equal(np.asarray(net.weight.data(ctx=device)), np.full((2, 3), 0.5))
+    net.reset_ctx(device)
+    assert net.weight.data().devices() == {device}
+    net.weight.initialize(ctx=device, force_reinit=True, init=init.Constant(1.0))
+    np.testing.assert_array_equal(np.asarray(net.weight.data()), np.ones((2, 3)))
