@@ -283,7 +283,12 @@ class SequentialRNNCell(HybridRecurrentCell):
 
 class HybridSequentialRNNCell(SequentialRNNCell):
     """Gluon's hybridizable stack of cells: the same as :class:`SequentialRNNCell` (every hybrid cell is a
-    HybridBlock)."""
+    HybridBlock), except that, as in Gluon, ``infer_shape`` gives its cells ``is_bidirect=False``: a stack
+    inside a :class:`BidirectionalCell` runs in one direction, so each cell takes its predecessor's output."""
+
+    def infer_shape(self, _i: Any, x: Any = None, is_bidirect: bool = False) -> None:
+        for k, cell in enumerate(self._children.values()):
+            cell.infer_shape(k, x, False)
 
 
 class BidirectionalCell(HybridRecurrentCell):
