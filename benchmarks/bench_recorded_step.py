@@ -10,7 +10,7 @@ donated buffers. Printed, each as a ratio to the limit:
   hybridized and loss block not (``gluon_loop``), the same with an ``l.mean()`` head, the same
   with ``Trainer(..., keep_grads=False)`` (``no_grads``: gradients not kept after the step),
   nothing hybridized (``eager``), and ``hybrid.compile`` of the same step;
-- the first step (tracing and compiling included), each measured in a fresh process;
+- the first step (tracing and compiling included), the median of three fresh processes each;
 - XLA's memory figure of the step's program (temporaries + arguments + outputs - aliased bytes),
   with and without the gradients kept.
 """
@@ -108,8 +108,12 @@ def hybrid_step(variant: str):
 VARIANTS = ("gluon_loop", "mean_head", "no_grads", "eager", "compiled")
 
 
-def first_step(variant: str) -> float:
-    """Seconds of the first step (trace, compile, run) in a fresh process."""
+def first_step(variant: str, samples: int = 3) -> float:
+    """Seconds of the first step (trace, compile, run), the median of ``samples`` fresh processes."""
+    return statistics.median(_first_step_once(variant) for _ in range(samples))
+
+
+def _first_step_once(variant: str) -> float:
     code = ("import time, jax, sys; sys.path.insert(0, '.'); from benchmarks.bench_recorded_step import *; "
             f"run = {'limit_step()[0]' if variant == 'limit' else f'hybrid_step({variant!r})'}; "
             "t = time.perf_counter(); jax.block_until_ready(run()); print(time.perf_counter() - t)")
@@ -172,7 +176,7 @@ def main() -> None:
     for name, samples in times.items():
         print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
     firsts = {name: first_step(name) for name in ("limit",) + VARIANTS}
-    print("first step, s (fresh process each)")
+    print("first step, s (median of 3 fresh processes each)")
     for name, seconds in firsts.items():
         print(f"  {name:11s} {seconds:8.3f}  {seconds / firsts['limit']:5.2f}x")
     limit_bytes = xla_bytes(program, *limit_args)
