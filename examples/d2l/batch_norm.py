@@ -14,15 +14,14 @@ that the two implementations compute the same thing.
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax.numpy as jnp
 import numpy as np
 
 import hybrid
-from hybrid import autograd, init, loss as gloss, nn, Parameter, Trainer
+from hybrid import autograd, init, nn, Parameter
 
-from d2l_utils import Accumulator, accuracy, evaluate_accuracy, load_data_fashion_mnist
+from d2l_utils import load_data_fashion_mnist, train_ch6
 
 
 def batch_norm(X, gamma, beta, moving_mean, moving_var, eps: float, momentum: float):
@@ -87,32 +86,6 @@ def lenet_batch_norm(concise: bool = False) -> nn.Sequential:
     return net
 
 
-def train_ch6(net: hybrid.Block, train_iter, test_iter, num_epochs: int, lr: float) -> dict:
-    """Train an initialised ``net`` with SGD; returns per-epoch metrics. (d2l's ``train_ch6`` also
-    re-initialises the net; here ``main`` does, so that both nets start from the same weights.)"""
-    loss = gloss.SoftmaxCrossEntropyLoss()
-    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
-    history = {"train_loss": [], "train_acc": [], "test_acc": []}
-    num_examples, start = 0, time.perf_counter()
-    for epoch in range(num_epochs):
-        metric = Accumulator(3)  # sum of training loss, sum of training accuracy, no. of examples
-        for X, y in train_iter:
-            with autograd.record():
-                y_hat = net(X)
-                l = loss(y_hat, y)
-            autograd.backward(l)
-            trainer.step(X.shape[0])
-            metric.add(float(l.sum()), accuracy(y_hat, y), X.shape[0])
-        num_examples += metric[2]
-        train_loss, train_acc = metric[0] / metric[2], metric[1] / metric[2]
-        test_acc = evaluate_accuracy(net, test_iter)
-        for key, value in zip(history, (train_loss, train_acc, test_acc)):
-            history[key].append(value)
-        print(f"epoch {epoch + 1}, loss {train_loss:.3f}, train acc {train_acc:.3f}, test acc {test_acc:.3f}")
-    print(f"{num_examples / (time.perf_counter() - start):.1f} examples/sec")
-    return history
-
-
 def copy_weights(source: hybrid.Block, target: hybrid.Block) -> None:
     """Copy the trainable parameters of ``source`` into ``target`` in order, reshaping (the from-scratch
     gamma and beta are ``(1, C, 1, 1)`` or ``(1, C)``, ``nn.BatchNorm``'s are ``(C,)``)."""
@@ -149,7 +122,7 @@ def main(num_epochs: int = 10, lr: float = 1.0, batch_size: int = 256, root: str
     for name, net in nets.items():
         print(f"{name}:")
         hybrid.random.seed(seed + 1)  # the same batch order for both nets
-        results[name] = train_ch6(net, train_iter, test_iter, num_epochs, lr)
+        results[name] = train_ch6(net, train_iter, test_iter, num_epochs, lr, initialize=False)
         results[name]["net"] = net
         results[name]["statistics"] = moving_statistics(net)
     scratch_bn = nets["scratch"][1]

@@ -12,12 +12,14 @@ The chapter scripts import this module from their own folder (``python examples/
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Iterable
 
 import numpy as np
 
 import hybrid
-from hybrid import data
+from hybrid import Trainer, autograd, data, init
+from hybrid import loss as gloss
 from hybrid.data.vision import transforms
 
 TEXT_LABELS = ["t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag",
@@ -130,3 +132,32 @@ def evaluate_accuracy(net: hybrid.Block, data_iter: Iterable) -> float:
     for X, y in data_iter:
         metric.add(accuracy(net(X), y), y.size)
     return metric[0] / metric[1]
+
+
+def train_ch6(net: hybrid.Block, train_iter: Iterable, test_iter: Iterable, num_epochs: int, lr: float,
+              initialize: bool = True) -> dict:
+    """Train ``net`` with SGD and softmax cross-entropy; returns per-epoch metrics. With ``initialize`` the
+    net is first re-initialised with Xavier, as d2l does; ``False`` keeps weights set by the caller."""
+    if initialize:
+        net.initialize(force_reinit=True, init=init.Xavier())
+    loss = gloss.SoftmaxCrossEntropyLoss()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    history = {"train_loss": [], "train_acc": [], "test_acc": []}
+    num_examples, start = 0, time.perf_counter()
+    for epoch in range(num_epochs):
+        metric = Accumulator(3)  # sum of training loss, sum of training accuracy, no. of examples
+        for X, y in train_iter:
+            with autograd.record():
+                y_hat = net(X)
+                l = loss(y_hat, y)
+            autograd.backward(l)
+            trainer.step(X.shape[0])
+            metric.add(float(l.sum()), accuracy(y_hat, y), X.shape[0])
+        num_examples += metric[2]
+        train_loss, train_acc = metric[0] / metric[2], metric[1] / metric[2]
+        test_acc = evaluate_accuracy(net, test_iter)
+        for key, value in zip(history, (train_loss, train_acc, test_acc)):
+            history[key].append(value)
+        print(f"epoch {epoch + 1}, loss {train_loss:.3f}, train acc {train_acc:.3f}, test acc {test_acc:.3f}")
+    print(f"{num_examples / (time.perf_counter() - start):.1f} examples/sec")
+    return history

@@ -10,14 +10,13 @@ global average pooling). ``channels`` scales the widths (the book's are 64, 128,
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 
 import hybrid
-from hybrid import autograd, init, loss as gloss, nn, Trainer
+from hybrid import nn
 
-from d2l_utils import Accumulator, accuracy, evaluate_accuracy, load_data_fashion_mnist
+from d2l_utils import load_data_fashion_mnist, train_ch6
 
 
 class Residual(nn.Block):
@@ -65,32 +64,6 @@ def resnet18(num_classes: int = 10, channels: tuple[int, ...] = (64, 128, 256, 5
             *(resnet_block(c, 2) for c in channels[1:]))
     net.add(nn.GlobalAvgPool2D(), nn.Dense(num_classes))
     return net
-
-
-def train_ch6(net: hybrid.Block, train_iter, test_iter, num_epochs: int, lr: float) -> dict:
-    """Train ``net`` with SGD (Xavier initialisation, as d2l); returns per-epoch metrics."""
-    net.initialize(force_reinit=True, init=init.Xavier())
-    loss = gloss.SoftmaxCrossEntropyLoss()
-    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
-    history = {"train_loss": [], "train_acc": [], "test_acc": []}
-    num_examples, start = 0, time.perf_counter()
-    for epoch in range(num_epochs):
-        metric = Accumulator(3)  # sum of training loss, sum of training accuracy, no. of examples
-        for X, y in train_iter:
-            with autograd.record():
-                y_hat = net(X)
-                l = loss(y_hat, y)
-            autograd.backward(l)
-            trainer.step(X.shape[0])
-            metric.add(float(l.sum()), accuracy(y_hat, y), X.shape[0])
-        num_examples += metric[2]
-        train_loss, train_acc = metric[0] / metric[2], metric[1] / metric[2]
-        test_acc = evaluate_accuracy(net, test_iter)
-        for key, value in zip(history, (train_loss, train_acc, test_acc)):
-            history[key].append(value)
-        print(f"epoch {epoch + 1}, loss {train_loss:.3f}, train acc {train_acc:.3f}, test acc {test_acc:.3f}")
-    print(f"{num_examples / (time.perf_counter() - start):.1f} examples/sec")
-    return history
 
 
 def main(num_epochs: int = 10, lr: float = 0.05, batch_size: int = 256, resize: int | None = 96,
