@@ -66,7 +66,12 @@ def export_deployment(block: Any, path: str | os.PathLike, *example_inputs: Any,
     line = f"{sha256_hex(data)}  {name}\n"
     # Every moment leaves a loadable deployment: the checksum file first lists the new digest and the
     # old one, then the new file replaces the old, then the checksum file lists the new digest only.
-    previous = _recorded_digests(checksums, name) if os.path.exists(path) else []
+    previous = []
+    if os.path.exists(path):
+        try:
+            previous = _recorded_digests(read_limited(checksums, "checksum file", max_bytes=4096), name)
+        except (OSError, FormatError):
+            pass  # no usable checksum file: the old deployment was not loadable anyway
     if previous:
         transition = line + "".join(f"{digest}  {name}\n" for digest in previous)
         atomic_write(checksums, lambda handle: handle.write(transition.encode()))
@@ -75,14 +80,10 @@ def export_deployment(block: Any, path: str | os.PathLike, *example_inputs: Any,
     return path
 
 
-def _recorded_digests(checksums: str, name: str) -> list[str]:
-    """The SHA-256 digests that ``checksums`` (``sha256sum`` format) lists for the file ``name``."""
-    try:
-        text = read_limited(checksums, "checksum file", max_bytes=4096).decode("ascii", "replace")
-    except (OSError, FormatError):
-        return []
+def _recorded_digests(text: bytes, name: str) -> list[str]:
+    """The SHA-256 digests that a checksum file's ``text`` (``sha256sum`` format) lists for the file ``name``."""
     digests = []
-    for entry in text.splitlines():
+    for entry in text.decode("ascii", "replace").splitlines():
         parts = entry.split()
         if len(parts) == 2 and parts[1].lstrip("*") == name and len(parts[0]) == 64:
             digests.append(parts[0].lower())
@@ -101,8 +102,8 @@ def load_deployment(path: str | os.PathLike, check_compile: bool = True) -> Call
     """
     path = os.fspath(path)
     data = read_limited(path, "deployment file")
-    read_limited(path + ".sha256", "checksum file", max_bytes=4096)  # missing or not a file: say so
-    if sha256_hex(data) not in _recorded_digests(path + ".sha256", os.path.basename(path)):
+    checksums = read_limited(path + ".sha256", "checksum file", max_bytes=4096)
+    if sha256_hex(data) not in _recorded_digests(checksums, os.path.basename(path)):
         raise FormatError(f"deployment file {path!r} does not match its checksum in {path + '.sha256'!r}")
     if check_compile:
         _compile_in_child(data, path)
