@@ -147,7 +147,11 @@ class LazyArray(core.Tracer):
         return _force(self).tobytes(order)
 
     def block_until_ready(self):
-        _force(self).block_until_ready()
+        packed = self._packed
+        if self._value is None and packed is not None and packed[0].values is None and packed[0].buffers is not None:
+            jax.block_until_ready(packed[0].buffers)  # waiting needs no split
+        else:
+            _force(self).block_until_ready()
         return self
 
     def copy_to_host_async(self):

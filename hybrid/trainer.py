@@ -88,6 +88,7 @@ class Trainer:
         self._states: dict[Parameter, tuple] = {}
         self._programs: dict[tuple, Callable] = {}
         self._flat_updates: dict[tuple, tuple] = {}
+        self._device_scalars: dict[tuple, tuple] = {}
         self._trainable_cache: list[Parameter] | None = None
         watch(self, self._params)
         self._placement: Placement | None = None
@@ -212,7 +213,7 @@ class Trainer:
             weight_slots = tape.slots_of(weights, False)
         state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
         # gradients recorded on another tape (several record() scopes before one step) enter as inputs
-        in_slots = weight_slots + tape.slots_of(grads) + list(state_slots) + tape.slots_of((lr, rescale))
+        in_slots = weight_slots + tape.slots_of(grads) + list(state_slots) + tape.slots_of(self._on_device(lr, rescale))
         slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes),
                          slots_only=True)
         del grads, states
@@ -229,6 +230,16 @@ class Trainer:
             Parameter._drop_grads(active)
         del weights, flat_states
         tape.materialize(final=True)
+
+    def _on_device(self, *scalars: np.float32) -> tuple:
+        """Hyperparameters as device arrays, kept while their values repeat (a host scalar would be
+        copied to the device at every step)."""
+        arrays = self._device_scalars.get(scalars)
+        if arrays is None:
+            if len(self._device_scalars) > 16:
+                self._device_scalars.clear()
+            arrays = self._device_scalars[scalars] = tuple(jax.device_put(scalars))
+        return arrays
 
     def _flat_update(self, program: tuple, sizes: tuple, weights: list, flat_states: list) -> tuple[Callable, list]:
         """The update as a function of flat arrays (weights, grads, state leaves, lr, rescale) returning

@@ -715,3 +715,39 @@ def test_jax_transformations_inside_record_differentiate_like_jax_grad(name):
         value = f(w, x)
     assert_close(autograd.grad(value, w), jax.grad(f)(w, x), rtol=1e-5, atol=1e-6)
     assert_close(value, f(w, x), rtol=1e-5, atol=1e-6)
+
+
+def test_steady_state_steps_copy_nothing_between_host_and_device(data):
+    x, y, _ = data
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    net = make_mlp(True)
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    loss_fn = loss.SoftmaxCELoss()
+
+    def step():
+        with autograd.record():
+            l = loss_fn(net(x), y)
+        autograd.backward(l)
+        trainer.step(x.shape[0])
+    step()
+    step()
+    with jax.transfer_guard("disallow"):  # the learning rate and rescale factor stay on the device
+        step()
+        step()
+    trainer.set_learning_rate(0.05)  # a new value is copied once
+    step()
+
+
+def test_waiting_for_packed_gradients_does_not_split_them(data):
+    x, y, _ = data
+    net = make_mlp(True)
+    vals = values_of(net)
+    with autograd.record():
+        l = loss.SoftmaxCELoss()(net(x), y).mean()
+    autograd.backward(l)
+    np.asarray(l)  # runs the recording: the gradients come back packed
+    grad = net[0].weight.grad()
+    jax.block_until_ready(grad)
+    assert grad._packed[0].values is None  # still one buffer
+    expected = jax.grad(lambda v: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y)))(vals)
+    assert_close(grad, expected[0], **TOL)
