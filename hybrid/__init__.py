@@ -11,7 +11,8 @@ from .block import Block, HybridBlock
 from .compile import CompiledStep, compile
 from . import export
 from .export import SymbolBlock
-from .inspect import Inspection, inspect, memory_plan
+from .inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
+from .compile_log import set_verbosity
 from .parameter import Constant, Parameter
 from .trainer import Trainer
 from . import model_zoo
@@ -20,4 +21,5 @@ __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
-           "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo"]
+           "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo",
+           "compile_caches", "CacheEntry", "set_verbosity"]

@@ -29,6 +29,7 @@ import numpy as np
 from jax._src import core
 from jax._src import linear_util as lu
 
+from . import compile_log
 from ._state_lock import state_lock
 from .errors import AutogradError
 
@@ -761,7 +762,8 @@ class Tape:
     def _run(self, out_slots: list, write_cells: list, donate: tuple) -> None:
         key = (tuple(self.key), tuple(out_slots), donate)
         program = _PROGRAMS.get(key) if self.cacheable else None
-        if program is None:
+        new = program is None
+        if new:
             program = self._compile(key, out_slots, donate)
         else:
             _PROGRAMS.move_to_end(key)
@@ -777,7 +779,12 @@ class Tape:
         else:
             given, kept = [], values
         with core.set_current_trace(self.parent):
-            results = program(given, kept)
+            if new:
+                with compile_log.timed(f"compiled a recorded step program ({len(self.nodes)} operations)",
+                                       f"{len(values)} input arrays"):
+                    results = program(given, kept)
+            else:
+                results = program(given, kept)
         del given
         value_of = dict(zip(out_slots, results))
         for slot, ref in self.live.items():

@@ -15,13 +15,14 @@ import itertools
 import sys
 import time
 import warnings
+import weakref
 from operator import attrgetter, is_
 from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
 
-from . import _context, _lazy, functional
+from . import _context, _lazy, compile_log, functional
 from . import random as _random
 from ._state_lock import state_lock
 from ._watch import watch
@@ -36,6 +37,7 @@ from .parameter import Parameter, unique_params
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                   jax.errors.TracerIntegerConversionError)
 _get_data = attrgetter("_data")
+LIVE_CACHES: "weakref.WeakSet[CachedOp]" = weakref.WeakSet()  # for inspect.compile_caches
 _TOKENS = itertools.count()  # names a CompiledForward in recorded programs' keys
 
 
@@ -214,6 +216,8 @@ class CompiledForward:
     """One traced and optimised forward and its jitted entry points."""
 
     def __init__(self, traced: TraceResult, passes: Sequence[str], remat: Any = None):
+        self.signature = ""  # the input signature as text, for log lines
+        self.ran = False  # whether the eager entry point has run (compiled) yet
         self.params = traced.params
         self.state_params = traced.state_params
         self.attributes = traced.attributes
@@ -364,6 +368,8 @@ class CachedOp:
         self.passes = tuple(passes)
         self.remat = remat
         self.entries: dict[tuple, CompiledForward] = {}
+        self.warned = False  # about compiling for too many input signatures
+        LIVE_CACHES.add(self)
 
     def invalidate(self) -> None:
         for entry in self.entries.values():
@@ -377,9 +383,15 @@ class CachedOp:
         key = (treedef, _context.current().training, parts)
         entry = self.entries.get(key)
         if entry is None:
-            with _lazy.eval_trace():  # tracing and passes run on their own, whatever is being recorded
+            described = compile_log.describe(parts) + (" training" if key[1] else "")
+            with _lazy.eval_trace(), compile_log.timed(f"traced {compile_log.name_of(self.block)}", described):
+                # tracing and passes run on their own, whatever is being recorded
                 entry = CompiledForward(trace_block(self.block, args), self.passes, self.remat)
+            entry.signature = described
             self.entries[key] = entry
+            weakref.finalize(self, _lazy.forget_token, entry.token)  # recorded programs calling it go with it
+            if not self.warned:
+                self.warned = compile_log.warn_if_recompiling(self.block, [e.signature for e in self.entries.values()])
             blocks: list = []
             self.block.apply(blocks.append)
             watch(self, blocks + unique_params(self.block.collect_params()))
@@ -394,7 +406,12 @@ class CachedOp:
         arrays = [_lazy.concrete(a) for a in entry.with_attributes(arrays)]
         with state_lock:
             state_values, other_values = entry.current_values()
-            outputs, states = entry.run_eager(state_values, other_values, arrays, rng)
+            if entry.ran:
+                outputs, states = entry.run_eager(state_values, other_values, arrays, rng)
+            else:
+                with compile_log.timed(f"compiled {compile_log.name_of(self.block)}", entry.signature):
+                    outputs, states = entry.run_eager(state_values, other_values, arrays, rng)
+                entry.ran = True
             del state_values
             entry.write_states(states, _set_param_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)

@@ -19,16 +19,20 @@ new state back, so Python code outside the step sees ordinary Parameters.
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any, Callable
 
 import jax
 
-from . import _context, _lazy, functional
+from . import _context, _lazy, compile_log, functional
 from ._watch import watch
 from .cached_op import _TRACER_ERRORS, ArgSpec, signature
 from .errors import HybridizeError
 
 __all__ = ["compile", "CompiledStep"]
+
+
+LIVE_STEPS: "weakref.WeakSet[CompiledStep]" = weakref.WeakSet()  # for inspect.compile_caches
 
 
 class CompileError(HybridizeError):
@@ -48,6 +52,7 @@ class _Program:
         self.info = info  # the output structure is recorded here when the program is first traced
         self.fresh = list(fresh.items())
         self.dropped = dropped
+        self.signature = ""  # the input signature as text, for log lines
 
     def run(self, arrays: list) -> Any:
         donated = [getter() for getter in self.donated_getters]
@@ -71,7 +76,9 @@ class CompiledStep:
         self._keep_grads = keep_grads
         self._donate = donate
         self._programs: dict[tuple, _Program] = {}
+        self._warned = False  # about compiling for too many input signatures
         functools.update_wrapper(self, fn)
+        LIVE_STEPS.add(self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         packed = (args, kwargs)
@@ -80,9 +87,17 @@ class CompiledStep:
         ctx = _context.current()
         key = (treedef, parts, ctx.training, ctx.recording)
         program = self._programs.get(key)
-        if program is None:
-            program = self._programs[key] = self._build(ArgSpec(leaves, treedef), arrays)
-        return program.run(arrays)
+        if program is not None:
+            return program.run(arrays)
+        described = compile_log.describe(parts)
+        with compile_log.timed(f"compiled step {compile_log.name_of(self._fn)}", described):
+            program = self._build(ArgSpec(leaves, treedef), arrays)
+            program.signature = described
+            out = program.run(arrays)
+        self._programs[key] = program
+        if not self._warned:
+            self._warned = compile_log.warn_if_recompiling(self._fn, [p.signature for p in self._programs.values()])
+        return out
 
     def invalidate(self) -> None:
         """A block or parameter the step uses changed structurally: trace again at the next call."""

@@ -6,14 +6,15 @@ from typing import Any, Sequence
 
 import jax
 
-from . import autograd
-from .cached_op import CompiledForward, trace_block
+from . import _lazy, autograd, compile_log
+from .cached_op import LIVE_CACHES, CompiledForward, trace_block
+from .compile import LIVE_STEPS
 from .graph.lower import lower
 from .graph.memory import MemoryPlan, plan_memory, training_graph
 from .graph import Graph, format_stats, resolve_passes, run_passes
 from .graph.pipeline import PassStat
 
-__all__ = ["inspect", "Inspection", "memory_plan"]
+__all__ = ["inspect", "Inspection", "memory_plan", "CacheEntry", "compile_caches"]
 
 
 @dataclass
@@ -72,3 +73,29 @@ def memory_plan(block: Any, *inputs: Any, training: bool = True, remat: Any = No
     if training:
         plan.xla_bytes = entry.training_memory(entry.graph)
     return plan
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One compiled program held by a cache: ``kind`` is ``'hybridized block'``, ``'compiled step'`` or
+    ``'recorded steps'``; ``owner`` names the block or step function; ``signature`` the inputs (for
+    recorded steps: how many programs are cached)."""
+
+    kind: str
+    owner: str
+    signature: str
+
+
+def compile_caches() -> list[CacheEntry]:
+    """What is compiled and cached now: every input signature of every hybridized block and
+    ``hybrid.compile`` step alive, and the number of cached programs of recorded steps."""
+    entries = []
+    for cache in list(LIVE_CACHES):
+        owner = compile_log.name_of(cache.block)
+        entries += [CacheEntry("hybridized block", owner, e.signature) for e in list(cache.entries.values())]
+    for step in list(LIVE_STEPS):
+        owner = compile_log.name_of(step._fn)
+        entries += [CacheEntry("compiled step", owner, p.signature) for p in list(step._programs.values())]
+    if _lazy.cached_programs():
+        entries.append(CacheEntry("recorded steps", "autograd.record()", f"{_lazy.cached_programs()} programs"))
+    return entries
