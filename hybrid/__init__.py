@@ -16,10 +16,11 @@ from .compile_log import set_verbosity
 from .parameter import Constant, Parameter
 from .trainer import Trainer
 from . import model_zoo
+from . import estimator
 
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
            "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo",
-           "compile_caches", "CacheEntry", "set_verbosity"]
+           "compile_caches", "CacheEntry", "set_verbosity", "estimator"]
