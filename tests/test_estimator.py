@@ -196,3 +196,64 @@ def test_constructor_checks():
     with pytest.warns(UserWarning, match="no trainer given"):
         est = estimator.Estimator(net, loss.L2Loss())
     assert [m.name for m in est.train_metrics] == ["training L2Loss"]
+
+
+def read_scalars(logdir):
+    """(tag, step, value) of every scalar in the TensorBoard event files under ``logdir``: the TFRecord
+    framing read by hand, each record parsed as an Event protobuf."""
+    import glob
+    import struct
+
+    from tensorboardX.proto import event_pb2
+    out = []
+    for path in glob.glob(str(logdir / "events.out.tfevents.*")):
+        raw = open(path, "rb").read()
+        at = 0
+        while at < len(raw):
+            (length,) = struct.unpack("<Q", raw[at:at + 8])
+            event = event_pb2.Event.FromString(raw[at + 12:at + 12 + length])
+            at += 12 + length + 4
+            out += [(v.tag, event.step, v.simple_value) for v in event.summary.value]
+    return out
+
+
+def test_tensorboard_handler_writes_readable_scalars(tmp_path):
+    train, val = loaders()
+    est = make_estimator()
+    history = est.fit(train, val_data=val, epochs=2,
+                      event_handlers=[estimator.TensorBoardHandler(str(tmp_path), log_interval=2)])
+    scalars = read_scalars(tmp_path)
+    per_epoch = {(tag, step): value for tag, step, value in scalars if tag.startswith("epoch/")}
+    for epoch, value in enumerate(history.epoch["validation accuracy"], start=1):
+        assert per_epoch[("epoch/validation_accuracy", epoch)] == pytest.approx(value)
+    for epoch, value in enumerate(history.epoch["training SoftmaxCrossEntropyLoss"], start=1):
+        assert per_epoch[("epoch/training_SoftmaxCrossEntropyLoss", epoch)] == pytest.approx(value)
+    batches = {step: value for tag, step, value in scalars if tag == "batch/training_accuracy"}
+    assert sorted(batches) == [2, 4, 6, 8]  # every 2 batches
+    assert batches[8] == pytest.approx(history.batch["training accuracy"][7])
+
+
+def test_progress_lines_show_rate_time_left_metrics_and_compiles(caplog):
+    train, _ = loaders(batch=8)
+    est = make_estimator()
+    logger = logging.getLogger("hybrid.estimator")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(caplog.handler)
+    try:
+        est.fit(train, epochs=1, event_handlers=[estimator.ProgressBar(style="lines", interval=0)])
+    finally:
+        logger.removeHandler(caplog.handler)
+    lines = [r.getMessage() for r in caplog.records if r.name == "hybrid.estimator"]
+    progress = [line for line in lines if line.startswith("[Epoch 0] batch ")]
+    assert [line.split(",")[0] for line in progress] == [f"[Epoch 0] batch {i}/8" for i in range(1, 9)]
+    assert "s left" in progress[0] and "samples/s" in progress[0] and "accuracy" in progress[0]
+    assert any(line.startswith("compiled a recorded step program") and line.endswith(" s") for line in lines)
+
+
+def test_progress_bar_draws_with_tqdm(capsys):
+    train, _ = loaders()
+    make_estimator().fit(train, epochs=1, event_handlers=[estimator.ProgressBar(style="bar")])
+    err = capsys.readouterr().err
+    assert "epoch 0: 100%" in err and "4/4" in err and "samples/s=" in err
+    with pytest.raises(ValueError, match="style"):
+        estimator.ProgressBar(style="fancy")

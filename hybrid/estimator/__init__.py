@@ -8,10 +8,12 @@ from .batch_processor import BatchProcessor
 from .estimator import Estimator
 from .event_handler import (BatchBegin, BatchEnd, CheckpointHandler, CSVLogger, EarlyStoppingHandler, EpochBegin,
                             EpochEnd, EventHandler, GradientUpdateHandler, LoggingHandler, LRSchedulerHandler,
-                            MetricHandler, StoppingHandler, TrainBegin, TrainEnd, ValidationHandler)
+                            MetricHandler, StoppingHandler, TensorBoardHandler, TrainBegin, TrainEnd,
+                            ValidationHandler)
 from .history import History
+from .progress import ProgressBar
 
 __all__ = ["Estimator", "BatchProcessor", "History", "EventHandler", "TrainBegin", "TrainEnd", "EpochBegin",
            "EpochEnd", "BatchBegin", "BatchEnd", "StoppingHandler", "MetricHandler", "ValidationHandler",
            "LoggingHandler", "CheckpointHandler", "EarlyStoppingHandler", "GradientUpdateHandler", "CSVLogger",
-           "LRSchedulerHandler"]
+           "LRSchedulerHandler", "TensorBoardHandler", "ProgressBar"]

@@ -15,6 +15,7 @@ from .batch_processor import BatchProcessor
 from .event_handler import (BatchBegin, BatchEnd, EpochBegin, EpochEnd, EventHandler, GradientUpdateHandler,
                             LoggingHandler, MetricHandler, StoppingHandler, TrainBegin, TrainEnd, ValidationHandler)
 from .history import History
+from .progress import ProgressBar
 
 __all__ = ["Estimator"]
 
@@ -93,6 +94,7 @@ class Estimator:
         self.max_epoch: int | None = None
         self.max_batch: int | None = None
         self.batch_axis = 0
+        self.batches_per_epoch: int | None = None  # when the training data has a length
         self.start_epoch = self.start_batch = 0
         self.stop_training = False
         self.history = History()
@@ -162,12 +164,13 @@ class Estimator:
             batches: int | None = None, batch_axis: int = 0) -> History:
         """Train for ``epochs`` passes over ``train_data`` or for ``batches`` batches (exactly one of
         them), running ``event_handlers`` plus defaults (a StoppingHandler, GradientUpdateHandler,
-        MetricHandler, LoggingHandler, and a ValidationHandler when ``val_data`` is given) that are
-        not already among them. Each batch's forward, backward and update run as one compiled
+        MetricHandler, LoggingHandler, ProgressBar, and a ValidationHandler when ``val_data`` is
+        given) that are not already among them. Each batch's forward, backward and update run as one compiled
         program. Returns the :class:`History` of the metrics (also ``self.history``)."""
         if (not epochs) == (not batches):
             raise ValueError("Estimator.fit: give exactly one of epochs or batches (a positive integer)")
         self.max_epoch, self.max_batch, self.batch_axis = epochs, batches, batch_axis
+        self.batches_per_epoch = len(train_data) if hasattr(train_data, "__len__") else None
         self.start_epoch = self.start_batch = 0
         self.stop_training = False
         self.history = History()
@@ -211,6 +214,8 @@ class Estimator:
             added.append(ValidationHandler(val_data, self.evaluate))
         if not any(isinstance(h, LoggingHandler) for h in handlers):
             added.append(LoggingHandler(metrics=self.train_metrics + (self.val_metrics if val_data is not None else [])))
+        if not any(isinstance(h, ProgressBar) for h in handlers):
+            added.append(ProgressBar())
         handlers = handlers + added
         handlers.sort(key=lambda h: getattr(h, "priority", 0))
         return handlers

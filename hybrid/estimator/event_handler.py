@@ -15,7 +15,7 @@ from .. import metric as _metric
 
 __all__ = ["EventHandler", "TrainBegin", "TrainEnd", "EpochBegin", "EpochEnd", "BatchBegin", "BatchEnd",
            "StoppingHandler", "MetricHandler", "ValidationHandler", "LoggingHandler", "CheckpointHandler",
-           "EarlyStoppingHandler", "GradientUpdateHandler", "CSVLogger", "LRSchedulerHandler"]
+           "EarlyStoppingHandler", "GradientUpdateHandler", "CSVLogger", "LRSchedulerHandler", "TensorBoardHandler"]
 
 
 class EventHandler:
@@ -180,14 +180,15 @@ class LoggingHandler(TrainBegin, TrainEnd, EpochBegin, EpochEnd, BatchBegin, Bat
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self.batch_index += 1
-        self.processed_samples += sum(len(x) for x in kwargs["batch"][:1])
+        self.processed_samples += int(kwargs["batch"][0].shape[estimator.batch_axis])
         if self.log_interval != "epoch" and self.batch_index % self.log_interval == 0:
             estimator.logger.info("[Epoch %d][Batch %d][Samples %d] %s", self.current_epoch, self.batch_index,
                                   self.processed_samples, self._values())
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         seconds = time.perf_counter() - self._epoch_start
-        estimator.logger.info("[Epoch %d] Finished in %.3fs, %s", self.current_epoch, seconds, self._values())
+        estimator.logger.info("[Epoch %d] Finished in %.3fs (%.0f samples/s), %s", self.current_epoch, seconds,
+                              self.processed_samples / max(seconds, 1e-9), self._values())
         self.current_epoch += 1
 
 
@@ -376,3 +377,51 @@ class LRSchedulerHandler(TrainBegin, EpochBegin, BatchBegin):
     def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         if self.by == "batch":
             self._set(estimator)
+
+
+class TensorBoardHandler(TrainBegin, TrainEnd, BatchEnd, EpochEnd):
+    """Writes metric values as TensorBoard scalars to an event file in ``logdir`` (tensorboardX,
+    ``pip install hybrid[tensorboard]``): every metric at each epoch's end as ``epoch/<metric>``
+    (step = epoch), and with an integer ``log_interval`` the training metrics every that many
+    batches as ``batch/<metric>`` (step = batch); spaces in names become underscores. Raises
+    ImportError without tensorboardX."""
+
+    def __init__(self, logdir: str, metrics: Sequence[_metric.EvalMetric] | None = None,
+                 log_interval: int | str = "epoch", priority: float = 1000):
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError as exc:
+            raise ImportError("TensorBoardHandler needs tensorboardX: pip install 'hybrid[tensorboard]'") from exc
+        if log_interval != "epoch":
+            _period("log_interval", log_interval, "TensorBoardHandler")
+        self._writer_class = SummaryWriter
+        self.logdir, self.metrics, self.log_interval, self.priority = os.fspath(logdir), metrics, log_interval, priority
+        self.writer: Any = None
+        self.current_epoch = self.current_batch = 0
+
+    def _write(self, metrics: Sequence[_metric.EvalMetric], group: str, step: int) -> None:
+        for m in metrics:
+            for name, value in m.get_name_value():
+                if not math.isnan(value):
+                    self.writer.add_scalar(f"{group}/{name.replace(' ', '_')}", value, step)
+
+    def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self.writer = self._writer_class(self.logdir)
+        self.current_epoch, self.current_batch = estimator.start_epoch, estimator.start_batch
+
+    def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self.current_batch += 1
+        if self.log_interval != "epoch" and self.current_batch % self.log_interval == 0:
+            self._write(self.metrics if self.metrics is not None else estimator.train_metrics, "batch",
+                        self.current_batch)
+
+    def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self.current_epoch += 1
+        metrics = self.metrics if self.metrics is not None else estimator.train_metrics + estimator.val_metrics
+        self._write(metrics, "epoch", self.current_epoch)
+        self.writer.flush()
+
+    def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
