@@ -16,12 +16,13 @@ from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_i
 from ..parameter import Parameter
 from .rnn_layer import check_states, initial_states
 
-__all__ = ["HybridRecurrentCell", "RNNCell", "LSTMCell", "GRUCell", "SequentialRNNCell", "HybridSequentialRNNCell",
-           "BidirectionalCell", "DropoutCell", "ModifierCell", "ResidualCell", "ZoneoutCell"]
+__all__ = ["HybridRecurrentCell", "RNNCell", "LSTMCell", "GRUCell", "LSTMPCell", "SequentialRNNCell",
+           "HybridSequentialRNNCell", "BidirectionalCell", "DropoutCell", "ModifierCell", "ResidualCell",
+           "ZoneoutCell", "VariationalDropoutCell", "dynamic_unroll"]
 
 
 def _steps(inputs: Any, layout: str) -> list:
-    """The per-step ``(N, C)`` inputs of a sequence array (in ``layout``) or list."""
+    """The per-step ``(N, ...)`` inputs of a sequence array (in ``layout``) or list."""
     if isinstance(inputs, (list, tuple)):
         return list(inputs)
     axis = layout.find("T")
@@ -33,6 +34,73 @@ def _merged(outputs: list, inputs: Any, layout: str, merge_outputs: bool | None)
     if merge_outputs is None:
         merge_outputs = not isinstance(inputs, (list, tuple))
     return jnp.stack(outputs, axis=layout.find("T")) if merge_outputs else outputs
+
+
+def _activate(activation: Any, x):
+    """``activation`` (a name of :data:`layer_ops.ACTIVATIONS` or a callable) applied to ``x``."""
+    return layer_ops.activation(x, activation) if isinstance(activation, str) else activation(x)
+
+
+def check_activation(who: str, arg: str, value: Any) -> Any:
+    """``value`` if it names an activation or is callable, else ValueError naming ``who`` and ``arg``."""
+    if not callable(value) and not (isinstance(value, str) and value in layer_ops.ACTIVATIONS):
+        raise ValueError(f"{who}: {arg} must be one of {sorted(layer_ops.ACTIVATIONS)} or a callable, got {value!r}")
+    return value
+
+
+def _valid_lengths(who: str, valid_length: Any, batch: int, length: int) -> jax.Array:
+    """``valid_length`` as an int32 array ``(batch,)``; ShapeError for another shape, ValueError (when the
+    values are concrete) for lengths outside ``[0, length]``."""
+    lengths = jnp.asarray(valid_length)
+    if lengths.shape != (batch,):
+        raise ShapeError(f"{who}.unroll: valid_length must have shape ({batch},) (one length per sequence), "
+                         f"got {lengths.shape}")
+    if not isinstance(lengths, jax.core.Tracer):
+        values = np.asarray(lengths)
+        if values.size and (values.min() < 0 or values.max() > length):
+            raise ValueError(f"{who}.unroll: valid_length must lie in [0, {length}], got {values.tolist()}")
+    return lengths.astype(jnp.int32)
+
+
+def _mask_steps(steps: list, valid_length: jax.Array | None) -> list:
+    """Each step ``t``'s ``(N, ...)`` array with the rows of sequences shorter than ``t + 1`` set to zero."""
+    if valid_length is None:
+        return list(steps)
+    masked = []
+    for t, step in enumerate(steps):
+        keep = (t < valid_length).reshape((-1,) + (1,) * (step.ndim - 1))
+        masked.append(jnp.where(keep, step, jnp.zeros((), step.dtype)))
+    return masked
+
+
+def _reverse_steps(steps: list, valid_length: jax.Array | None) -> list:
+    """The steps in reverse order; with ``valid_length`` each sequence's first ``valid_length`` steps are
+    reversed and its padding stays in place (MXNet's ``SequenceReverse``)."""
+    if valid_length is None:
+        return list(steps)[::-1]
+    t = jnp.arange(len(steps))[:, None]
+    index = jnp.where(t < valid_length[None, :], valid_length[None, :] - 1 - t, t)  # (T, N)
+    stacked = jnp.stack(steps)
+    reversed_ = stacked[index, jnp.arange(stacked.shape[1])[None, :]]
+    return [reversed_[i] for i in range(len(steps))]
+
+
+def _run_steps(step: Callable, steps: list, states: list, valid_length: jax.Array | None) -> tuple[list, list]:
+    """``step(x, states) -> (output, states)`` over ``steps``. With ``valid_length``, the outputs past each
+    sequence's length are zero and its final states are those after its last valid step (the begin states
+    for length 0)."""
+    states = list(states)
+    outputs, history = [], [states]
+    for x in steps:
+        out, states = step(x, states)
+        states = list(states)
+        outputs.append(out)
+        history.append(states)
+    if valid_length is None:
+        return outputs, states
+    rows = jnp.arange(valid_length.shape[0])
+    last = [jnp.stack([h[k] for h in history])[valid_length, rows] for k in range(len(states))]
+    return _mask_steps(outputs, valid_length), last
 
 
 class HybridRecurrentCell(HybridBlock):
@@ -57,41 +125,56 @@ class HybridRecurrentCell(HybridBlock):
     def reset(self) -> None:
         """Gluon compatibility: cells keep no per-sequence Python state, so there is nothing to reset."""
 
+    def _step_rank(self) -> int | None:
+        """The rank of one time step's input, ``(N, C)`` -> 2 (None: any rank)."""
+        return None
+
     def unroll(self, length: int, inputs: Any, begin_state: list | None = None, layout: str = "NTC",
-               merge_outputs: bool | None = None) -> tuple[Any, list]:
+               merge_outputs: bool | None = None, valid_length: Any = None) -> tuple[Any, list]:
         """Run the cell over ``length`` time steps (a Python loop over steps, as in Gluon).
 
         Args:
-            inputs: an array ``(N, T, C)`` (``layout='NTC'``) or ``(T, N, C)`` (``'TNC'``), or a list of
-                ``length`` arrays ``(N, C)``.
+            inputs: an array ``(N, T, ...)`` (``layout='NTC'``) or ``(T, N, ...)`` (``'TNC'``), or a list of
+                ``length`` arrays ``(N, ...)``; ``...`` is one step's features (``C`` for the dense cells).
             begin_state: initial states (default :meth:`begin_state` zeros).
             merge_outputs: stack the outputs into one array along the time axis; None (default) returns
                 the same form as ``inputs``.
-        Returns ``(outputs, final_states)``. Raises ValueError for a bad layout, ShapeError when the
-        inputs do not hold ``length`` steps.
+            valid_length: None, or the length of each sequence, shape ``(N,)``: outputs past a sequence's
+                length are zero and its final states are those after its last valid step.
+        Returns ``(outputs, final_states)``. Raises ValueError for a bad layout or lengths outside
+        ``[0, length]``, ShapeError when the inputs do not hold ``length`` steps of the cell's rank or
+        ``valid_length`` is not ``(N,)``.
         """
         name = type(self).__name__
         if layout not in ("NTC", "TNC"):
             raise ValueError(f"{name}.unroll: layout must be 'NTC' or 'TNC', got {layout!r}")
+        rank = self._step_rank()
         if isinstance(inputs, (list, tuple)):
             steps = len(inputs)
+            if not steps:
+                raise ShapeError(f"{name}.unroll: got an empty list of inputs")
+            batch = inputs[0].shape[0]
         else:
-            if getattr(inputs, "ndim", 0) != 3:
-                raise ShapeError(f"{name}.unroll: expected inputs in layout {layout!r} or a list of (N, C) "
-                                 f"arrays, got {getattr(inputs, 'shape', type(inputs).__name__)}")
-            steps = inputs.shape[layout.find("T")]
+            ndim = getattr(inputs, "ndim", 0)
+            if ndim < 3 or (rank is not None and ndim != rank + 1):
+                step = "(N, C)" if rank in (None, 2) else f"rank-{rank} (N, C, ...)"
+                raise ShapeError(f"{name}.unroll: expected inputs in layout {layout!r} (rank {(rank or 2) + 1}) "
+                                 f"or a list of {step} arrays, got {getattr(inputs, 'shape', type(inputs).__name__)}")
+            steps, batch = inputs.shape[layout.find("T")], inputs.shape[layout.find("N")]
         if steps != length:
             raise ShapeError(f"{name}.unroll: length is {length} but the inputs hold {steps} time steps")
-        return self._unroll(inputs, begin_state, layout, merge_outputs)
+        if valid_length is not None:
+            valid_length = _valid_lengths(name, valid_length, batch, length)
+        return self._unroll(inputs, begin_state, layout, merge_outputs, valid_length)
 
-    def _unroll(self, inputs: Any, begin_state: list | None, layout: str, merge_outputs: bool | None):
-        steps = _steps(inputs, layout)
-        states = self.begin_state(steps[0].shape[0], dtype=steps[0].dtype) if begin_state is None \
+    def _begin(self, steps: list, begin_state: list | None) -> list:
+        return self.begin_state(steps[0].shape[0], dtype=steps[0].dtype) if begin_state is None \
             else list(begin_state)
-        outputs = []
-        for step in steps:
-            out, states = self(step, states)
-            outputs.append(out)
+
+    def _unroll(self, inputs: Any, begin_state: list | None, layout: str, merge_outputs: bool | None,
+                valid_length: jax.Array | None = None):
+        steps = _steps(inputs, layout)
+        outputs, states = _run_steps(self, steps, self._begin(steps, begin_state), valid_length)
         return _merged(outputs, inputs, layout, merge_outputs), states
 
 
@@ -122,6 +205,14 @@ class _GatedCell(HybridRecurrentCell):
         count = 2 if self._mode == "lstm" else 1
         return [{"shape": (batch_size, self._hidden_size), "__layout__": "NC"} for _ in range(count)]
 
+    def _step_rank(self) -> int | None:
+        return 2
+
+    @property
+    def _output_size(self) -> int:
+        """Features of each step's output (the input size of a cell stacked above)."""
+        return self._hidden_size
+
     def _input_size(self, inputs) -> int:
         if inputs.ndim != 2:
             raise ShapeError(f"expected one time step of shape (N, C), got shape {inputs.shape}")
@@ -130,9 +221,7 @@ class _GatedCell(HybridRecurrentCell):
     def _set_activations(self, activation: Any, recurrent_activation: Any) -> None:
         name = type(self).__name__
         for arg, value in (("activation", activation), ("recurrent_activation", recurrent_activation)):
-            if not callable(value) and not (isinstance(value, str) and value in layer_ops.ACTIVATIONS):
-                raise ValueError(f"{name}: {arg} must be one of {sorted(layer_ops.ACTIVATIONS)} or a callable, "
-                                 f"got {value!r}")
+            check_activation(name, arg, value)
         self._activation, self._recurrent_activation = activation, recurrent_activation
 
     def infer_shape(self, *args, **kwargs) -> None:
@@ -141,7 +230,7 @@ class _GatedCell(HybridRecurrentCell):
         first take ``hidden_size`` features, twice that if ``is_bidirect``)."""
         if len(args) == 3 and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], bool):
             i, x, is_bidirect = args
-            size = x.shape[-1] if i == 0 else self._hidden_size * (2 if is_bidirect else 1)
+            size = x.shape[-1] if i == 0 else self._output_size * (2 if is_bidirect else 1)
         else:
             size = self._input_size(args[0])
         self.i2h_weight.shape = (self.i2h_weight.shape[0], size)
@@ -160,15 +249,11 @@ class _GatedCell(HybridRecurrentCell):
             h, c = self._step(x, states[0], c)
         return h, [h] if c is None else [h, c]
 
-    @staticmethod
-    def _apply(activation: Any, x):
-        return layer_ops.activation(x, activation) if isinstance(activation, str) else activation(x)
-
     def _step(self, x, h, c):
         """One step with the cell's ``activation`` and ``recurrent_activation`` (Gluon's formulas)."""
         i2h = layer_ops.dense(x, self.i2h_weight.data(), self.i2h_bias.data(), flatten=False)
         h2h = layer_ops.dense(h, self.h2h_weight.data(), self.h2h_bias.data(), flatten=False)
-        act, gate = (lambda v: self._apply(self._activation, v)), (lambda v: self._apply(self._recurrent_activation, v))
+        act, gate = (lambda v: _activate(self._activation, v)), (lambda v: _activate(self._recurrent_activation, v))
         if self._mode == "gru":
             xr, xz, xn = jnp.split(i2h, 3, axis=-1)
             hr, hz, hn = jnp.split(h2h, 3, axis=-1)
@@ -228,6 +313,56 @@ class GRUCell(_ActivatedGatedCell):
     _mode = "gru"
 
 
+class LSTMPCell(_GatedCell):
+    """LSTM cell with a projection (Sak et al., 2014): an :class:`LSTMCell` whose recurrent state is the
+    projection ``r = W_hr h`` (``projection_size`` features) of its hidden output ``h``.
+
+    Parameters (Gluon's names): ``i2h_weight (4*hidden_size, input_size)``, ``h2h_weight (4*hidden_size,
+    projection_size)``, ``h2r_weight (projection_size, hidden_size)``, ``i2h_bias``/``h2h_bias
+    (4*hidden_size,)``. States ``[r (N, projection_size), c (N, hidden_size)]``; ``forward(inputs, states) ->
+    (r', [r', c'])`` with gates i, f, g, o of ``W_ih x + b_ih + W_hh r + b_hh``, ``c' = sigmoid(f) * c +
+    sigmoid(i) * tanh(g)``, ``r' = W_hr (sigmoid(o) * tanh(c'))``. Raises ValueError for sizes that are not
+    positive integers, ShapeError for inputs or states of the wrong shape.
+    """
+
+    _mode = "lstm"
+
+    def __init__(self, hidden_size: int, projection_size: int, i2h_weight_initializer: Any = None,
+                 h2h_weight_initializer: Any = None, h2r_weight_initializer: Any = None,
+                 i2h_bias_initializer: Any = "zeros", h2h_bias_initializer: Any = "zeros", input_size: int = 0,
+                 dtype: Any = "float32"):
+        check_positive_int("LSTMPCell", "projection_size", projection_size)
+        super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
+                         h2h_bias_initializer, input_size, dtype)
+        self._projection_size = int(projection_size)
+        self.h2h_weight = Parameter("h2h_weight", shape=(4 * hidden_size, projection_size), dtype=dtype,
+                                    init=h2h_weight_initializer)
+        self.h2r_weight = Parameter("h2r_weight", shape=(projection_size, hidden_size), dtype=dtype,
+                                    init=h2r_weight_initializer)
+
+    @property
+    def _output_size(self) -> int:
+        return self._projection_size
+
+    def state_info(self, batch_size: int = 0) -> list[dict]:
+        return [{"shape": (batch_size, self._projection_size), "__layout__": "NC"},
+                {"shape": (batch_size, self._hidden_size), "__layout__": "NC"}]
+
+    def forward(self, inputs, states):
+        size, expected = self._input_size(inputs), self.i2h_weight.shape[1]
+        if expected and size != expected:
+            raise ShapeError(f"expected inputs with {expected} features, got shape {inputs.shape}")
+        r, c = check_states(states, self.state_info(inputs.shape[0]))
+        x = as_float(inputs, self.h2h_weight.dtype)
+        h, c = layer_ops.rnn_cell(x, r, c, self.i2h_weight.data(), self.h2h_weight.data(), self.i2h_bias.data(),
+                                  self.h2h_bias.data(), mode="lstm")
+        r = layer_ops.dense(h, self.h2r_weight.data(), None, flatten=False)
+        return r, [r, c]
+
+    def __repr__(self) -> str:
+        return f"LSTMPCell({self.i2h_weight.shape[1] or None} -> {self._hidden_size} -> {self._projection_size})"
+
+
 class SequentialRNNCell(HybridRecurrentCell):
     """Stacks cells: each step's output feeds the next cell. States are the cells' states, concatenated
     in order. ``unroll`` runs one cell over the whole sequence after the other (so a
@@ -258,13 +393,19 @@ class SequentialRNNCell(HybridRecurrentCell):
             new_states.extend(cell_states)
         return inputs, new_states
 
-    def _unroll(self, inputs, begin_state, layout, merge_outputs):
+    def _step_rank(self) -> int | None:
+        ranks = [cell._step_rank() for cell in self._children.values()]
+        return next((rank for rank in ranks if rank is not None), None)
+
+    def _unroll(self, inputs, begin_state, layout, merge_outputs, valid_length=None):
         if begin_state is None:
-            batch = inputs[0].shape[0] if isinstance(inputs, (list, tuple)) else inputs.shape[layout.find("N")]
-            begin_state = self.begin_state(batch)
+            first = inputs[0] if isinstance(inputs, (list, tuple)) else None
+            batch = first.shape[0] if first is not None else inputs.shape[layout.find("N")]
+            begin_state = self.begin_state(batch, dtype=(first if first is not None else inputs).dtype)
         cells, new_states = list(self._children.values()), []
         for i, (cell, states) in enumerate(zip(cells, self._split_states(begin_state))):
-            inputs, states = cell._unroll(inputs, states, layout, merge_outputs if i == len(cells) - 1 else None)
+            inputs, states = cell._unroll(inputs, states, layout, merge_outputs if i == len(cells) - 1 else None,
+                                          valid_length)
             new_states.extend(states)
         return inputs, new_states
 
@@ -313,14 +454,18 @@ class BidirectionalCell(HybridRecurrentCell):
         self.l_cell.infer_shape(i, x, True)
         self.r_cell.infer_shape(i, x, True)
 
-    def _unroll(self, inputs, begin_state, layout, merge_outputs):
+    def _step_rank(self) -> int | None:
+        return self.l_cell._step_rank()
+
+    def _unroll(self, inputs, begin_state, layout, merge_outputs, valid_length=None):
         steps = _steps(inputs, layout)
-        if begin_state is None:
-            begin_state = self.begin_state(steps[0].shape[0], dtype=steps[0].dtype)
+        begin_state = self._begin(steps, begin_state)
         split = len(self.l_cell.state_info())
-        left, l_states = self.l_cell._unroll(steps, begin_state[:split], layout, False)
-        right, r_states = self.r_cell._unroll(steps[::-1], begin_state[split:], layout, False)
-        outputs = [jnp.concatenate([lo, ro], axis=-1) for lo, ro in zip(left, right[::-1])]
+        left, l_states = self.l_cell._unroll(steps, begin_state[:split], layout, False, valid_length)
+        right, r_states = self.r_cell._unroll(_reverse_steps(steps, valid_length), begin_state[split:], layout,
+                                              False, valid_length)
+        right = _reverse_steps(right, valid_length)
+        outputs = [jnp.concatenate([lo, ro], axis=-1) for lo, ro in zip(left, right)]
         return _merged(outputs, inputs, layout, merge_outputs), l_states + r_states
 
 
@@ -367,6 +512,9 @@ class ModifierCell(HybridRecurrentCell):
         if len(args) == 3 and isinstance(args[0], (int, np.integer)):  # Gluon 2.0's (i, x, is_bidirect)
             self.base_cell.infer_shape(*args)
 
+    def _step_rank(self) -> int | None:
+        return self.base_cell._step_rank()
+
     def forward(self, inputs, states):
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
@@ -382,10 +530,11 @@ class ResidualCell(ModifierCell):
         output, states = self.base_cell(inputs, states)
         return output + inputs, states
 
-    def _unroll(self, inputs, begin_state, layout, merge_outputs):
+    def _unroll(self, inputs, begin_state, layout, merge_outputs, valid_length=None):
         steps = _steps(inputs, layout)
-        outputs, states = self.base_cell._unroll(steps, begin_state, layout, False)
-        return _merged([o + x for o, x in zip(outputs, steps)], inputs, layout, merge_outputs), states
+        outputs, states = self.base_cell._unroll(steps, begin_state, layout, False, valid_length)
+        outputs = [o + x for o, x in zip(outputs, _mask_steps(steps, valid_length))]
+        return _merged(outputs, inputs, layout, merge_outputs), states
 
 
 class ZoneoutCell(ModifierCell):
@@ -440,15 +589,135 @@ class ZoneoutCell(ModifierCell):
         object.__setattr__(self, "_prev_output", None if isinstance(output, jax.core.Tracer) else output)
         return output, states
 
-    def _unroll(self, inputs, begin_state, layout, merge_outputs):
+    def _unroll(self, inputs, begin_state, layout, merge_outputs, valid_length=None):
         steps = _steps(inputs, layout)
-        states = self.begin_state(steps[0].shape[0], dtype=steps[0].dtype) if begin_state is None \
-            else list(begin_state)
-        outputs, prev = [], None
-        for step in steps:
-            prev, states = self._step(step, states, prev)
-            outputs.append(prev)
+        prev = None
+
+        def step(x, states):
+            nonlocal prev
+            prev, states = self._step(x, states, prev)
+            return prev, states
+        outputs, states = _run_steps(step, steps, self._begin(steps, begin_state), valid_length)
         return _merged(outputs, inputs, layout, merge_outputs), states
 
     def __repr__(self) -> str:
         return f"ZoneoutCell(p_out={self.zoneout_outputs}, p_state={self.zoneout_states}, {self.base_cell!r})"
+
+
+class VariationalDropoutCell(ModifierCell):
+    """Variational dropout (Gal and Ghahramani, 2016) on ``base_cell``: in training mode, one dropout mask per
+    sequence (shared by all its time steps) for the inputs (``drop_inputs``), the first state (``drop_states``,
+    the ``h`` fed back into the base cell) and the outputs (``drop_outputs``); the three masks are independent.
+    In predict mode, or with rates 0, it is the base cell. Masks draw keys from :mod:`hybrid.random`.
+
+    ``unroll`` draws new masks for each sequence. As in Gluon, stepping with ``cell(x, states)`` keeps the
+    masks on the cell until :meth:`reset`; stepping a hybridized VariationalDropoutCell in training mode with a
+    rate above 0 raises NotImplementedError (use ``unroll``). Raises ValueError for rates outside [0, 1) and
+    for ``drop_states`` on a BidirectionalCell (wrap the cells under it instead).
+    """
+
+    def __init__(self, base_cell: HybridRecurrentCell, drop_inputs: float = 0., drop_states: float = 0.,
+                 drop_outputs: float = 0.):
+        if drop_states and isinstance(base_cell, BidirectionalCell):
+            raise ValueError("VariationalDropoutCell: drop_states cannot apply to a BidirectionalCell; wrap the "
+                             "cells under it in VariationalDropoutCell instead")
+        super().__init__(base_cell)
+        name = "VariationalDropoutCell"
+        self.drop_inputs = check_rate(name, "drop_inputs", drop_inputs)
+        self.drop_states = check_rate(name, "drop_states", drop_states)
+        self.drop_outputs = check_rate(name, "drop_outputs", drop_outputs)
+        self.reset()
+
+    def _runs_compiled(self) -> bool:
+        return False  # forward keeps the masks on the cell between steps
+
+    def reset(self) -> None:
+        """Forget the masks of the sequence being stepped (the next step draws new ones)."""
+        for kind in ("inputs", "states", "outputs"):
+            object.__setattr__(self, f"drop_{kind}_mask", None)
+
+    @staticmethod
+    def _mask(rate: float, like):
+        """An inverted-dropout mask (0 or ``1 / (1 - rate)``) of ``like``'s shape, or None for rate 0."""
+        if not rate:
+            return None
+        return layer_ops.dropout(jnp.ones(like.shape, like.dtype), _random.next_key(), rate=rate)
+
+    def _step(self, inputs, states, masks: dict):
+        """One step, drawing the masks missing from ``masks`` (a dict updated in place)."""
+        states = list(states)
+        if not autograd.is_training():
+            return self.base_cell(inputs, states)
+        if "inputs" not in masks:
+            masks["inputs"] = self._mask(self.drop_inputs, inputs)
+        if "states" not in masks:
+            masks["states"] = self._mask(self.drop_states, states[0]) if states else None
+        if masks["inputs"] is not None:
+            inputs = inputs * masks["inputs"]
+        if masks["states"] is not None:
+            states[0] = states[0] * masks["states"]
+        output, states = self.base_cell(inputs, states)
+        if "outputs" not in masks:
+            masks["outputs"] = self._mask(self.drop_outputs, output)
+        if masks["outputs"] is not None:
+            output = output * masks["outputs"]
+        return output, states
+
+    def forward(self, inputs, states):
+        rates = self.drop_inputs or self.drop_states or self.drop_outputs
+        if rates and autograd.is_training() and isinstance(inputs, jax.core.Tracer):
+            raise NotImplementedError("VariationalDropoutCell: a compiled (hybridized) cell cannot keep its "
+                                      "dropout masks between calls in training; use unroll()")
+        masks = {kind: getattr(self, f"drop_{kind}_mask") for kind in ("inputs", "states", "outputs")}
+        masks = {kind: mask for kind, mask in masks.items() if mask is not None}
+        output, states = self._step(inputs, states, masks)
+        for kind, mask in masks.items():
+            object.__setattr__(self, f"drop_{kind}_mask", mask)
+        return output, states
+
+    def _unroll(self, inputs, begin_state, layout, merge_outputs, valid_length=None):
+        steps = _steps(inputs, layout)
+        begin_state = self._begin(steps, begin_state)
+        training = autograd.is_training()
+        if self.drop_states and training:  # step by step: the state mask applies to each step's fed-back h
+            masks: dict = {}
+            outputs, states = _run_steps(lambda x, s: self._step(x, s, masks), steps, begin_state, valid_length)
+        else:  # the base cell unrolls the masked sequence (so it may be bidirectional)
+            mask = self._mask(self.drop_inputs, steps[0]) if training else None
+            if mask is not None:
+                steps = [x * mask for x in steps]
+            outputs, states = self.base_cell._unroll(steps, begin_state, layout, False, valid_length)
+            mask = self._mask(self.drop_outputs, outputs[0]) if training else None
+            if mask is not None:
+                outputs = [o * mask for o in outputs]
+        return _merged(outputs, inputs, layout, merge_outputs), states
+
+    def __repr__(self) -> str:
+        return (f"VariationalDropoutCell(p_in={self.drop_inputs}, p_state={self.drop_states}, "
+                f"p_out={self.drop_outputs}, {self.base_cell!r})")
+
+
+def dynamic_unroll(cell: HybridRecurrentCell, inputs: Any, begin_state: list, drop_inputs: float = 0,
+                   drop_outputs: float = 0, layout: str = "TNC", valid_length: Any = None) -> tuple[Any, list]:
+    """Gluon's ``rnn_cell.dynamic_unroll``: ``cell`` over the sequence ``inputs`` (``(T, N, ...)`` for
+    ``layout='TNC'``, ``(N, T, ...)`` for ``'NTC'``) from ``begin_state``; returns ``(outputs, states)`` with
+    the outputs merged in ``layout``. In training mode ``drop_inputs``/``drop_outputs`` drop the inputs and
+    outputs with one mask per sequence (shared over time). ``valid_length (N,)``: outputs past each sequence's
+    length are zero and the states are those after its last valid step.
+
+    Unlike Gluon (a ``foreach`` operator), the loop is unrolled in Python like :meth:`unroll`; hybridized, the
+    steps are traced into one program. Raises what :meth:`HybridRecurrentCell.unroll` raises, and ValueError
+    for rates outside [0, 1).
+    """
+    for arg, rate in (("drop_inputs", drop_inputs), ("drop_outputs", drop_outputs)):
+        check_rate("dynamic_unroll", arg, rate)
+    if layout not in ("NTC", "TNC"):
+        raise ValueError(f"dynamic_unroll: layout must be 'NTC' or 'TNC', got {layout!r}")
+    axis = layout.find("T")
+    if drop_inputs and autograd.is_training():
+        inputs = layer_ops.dropout(inputs, _random.next_key(), rate=drop_inputs, axes=(axis,))
+    outputs, states = cell.unroll(inputs.shape[axis], inputs, begin_state, layout=layout, merge_outputs=True,
+                                  valid_length=valid_length)
+    if drop_outputs and autograd.is_training():  # padded outputs are zero and stay zero
+        outputs = layer_ops.dropout(outputs, _random.next_key(), rate=drop_outputs, axes=(axis,))
+    return outputs, states
