@@ -2,7 +2,10 @@
 
 ``update(labels, preds)`` takes arrays (NumPy or JAX) or lists of them; it copies them
 to the host once and never compiles anything. ``get()`` returns ``(name, value)``,
-``nan`` before the first update.
+``nan`` before the first update. ``Accuracy`` and ``Loss`` given JAX arrays (a training loop's
+outputs) do not wait for them: the copy to the host starts in the background and the arrays are
+read at the next ``get()`` or after 16 batches, so that updating them every batch does not stop
+the device's queue.
 """
 from __future__ import annotations
 
@@ -10,10 +13,11 @@ import functools
 import math
 from typing import Any, Callable, Sequence
 
+import jax
 import numpy as np
 from jax.experimental import io_callback
 
-from . import functional
+from . import _lazy, functional
 
 __all__ = ["EvalMetric", "Accuracy", "TopKAccuracy", "F1", "MAE", "MSE", "RMSE", "CrossEntropy", "Perplexity",
            "Loss", "CompositeEvalMetric", "CustomMetric", "create", "register"]
@@ -45,15 +49,29 @@ def _pairs(labels: Any, preds: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     return list(zip(labels, preds))
 
 
+HELD_BATCHES = 16  # batches a deferring metric holds before reading their values
+
+
 def _host_update(update: Callable) -> Callable:
     """Wrap a metric's ``update`` so that, inside a ``hybrid.compile`` step, it runs on the host
-    with the step's concrete arrays (an ordered callback in the compiled program)."""
+    with the step's concrete arrays (an ordered callback in the compiled program), and so that a
+    metric with ``_defers`` holds device arrays instead of waiting for them."""
     @functools.wraps(update)
     def wrapped(self, labels, preds):
-        if functional.compile_frame() is None:
-            return update(self, labels, preds)
-        io_callback(functools.partial(update, self), None, labels, preds, ordered=True)
+        if functional.compile_frame() is not None:
+            io_callback(functools.partial(update, self), None, labels, preds, ordered=True)
+        elif not (self._defers and self._hold(labels, preds)):
+            update(self, labels, preds)
+            self._note_batch()
+    wrapped.now = update
     return wrapped
+
+
+def _device_arrays(value: Any) -> list | None:
+    """The JAX arrays of ``value`` (an array or a list of them), recorded values made concrete;
+    None when one of them is not a JAX array."""
+    arrays = [_lazy.concrete(a) for a in (value if isinstance(value, (list, tuple)) else [value])]
+    return arrays if all(isinstance(a, jax.Array) for a in arrays) else None
 
 
 class EvalMetric:
@@ -62,6 +80,9 @@ class EvalMetric:
     Subclasses implement ``update``; inside a ``hybrid.compile`` step it is called on the
     host with the step's arrays each time the compiled step runs.
     """
+
+    _defers = False  # whether update may hold device arrays and read them later (see _hold)
+    batch_values: list | None = None  # when a list, the running value is appended after each batch
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -83,9 +104,41 @@ class EvalMetric:
         """Forget everything accumulated."""
         self.num_inst = 0
         self.sum_metric = 0.0
+        self._held: list = []
+
+    def _check(self, labels: list, preds: list) -> None:
+        """Check shapes when an update is held (its values are read later)."""
+        if len(labels) != len(preds):
+            raise ValueError(f"{len(labels)} label arrays but {len(preds)} prediction arrays")
+
+    def _hold(self, labels: Any, preds: Any) -> bool:
+        """Keep an update of JAX arrays for later, their copy to the host started; False (nothing
+        held) when some of them are not JAX arrays."""
+        label_arrays, pred_arrays = _device_arrays(labels), _device_arrays(preds)
+        if label_arrays is None or pred_arrays is None:
+            return False
+        self._check(label_arrays, pred_arrays)
+        for array in label_arrays + pred_arrays:
+            array.copy_to_host_async()
+        self._held.append((label_arrays, pred_arrays))
+        if len(self._held) >= HELD_BATCHES:
+            self._read_held()
+        return True
+
+    def _read_held(self) -> None:
+        held, self._held = self._held, []
+        for labels, preds in held:
+            type(self).update.now(self, labels, preds)
+            self._note_batch()
+
+    def _note_batch(self) -> None:
+        if self.batch_values is not None and self.num_inst:
+            self.batch_values.append(float(self.sum_metric / self.num_inst))
 
     def get(self) -> tuple[Any, Any]:
         """``(name, value)``; ``value`` is ``nan`` when nothing was accumulated."""
+        if self._held:
+            self._read_held()
         if self.num_inst == 0:
             return self.name, float("nan")
         return self.name, float(self.sum_metric / self.num_inst)
@@ -140,9 +193,18 @@ class Accuracy(EvalMetric):
     """Fraction of correct predictions. Predictions are class indices of the labels' shape,
     or scores whose arg-max over ``axis`` is the class."""
 
+    _defers = True
+
     def __init__(self, axis: int = 1, name: str = "accuracy", output_names=None, label_names=None):
         super().__init__(name, output_names, label_names, axis=axis)
         self.axis = axis
+
+    def _check(self, labels: list, preds: list) -> None:
+        super()._check(labels, preds)
+        for label, pred in zip(labels, preds):
+            classes = pred.size if pred.shape == label.shape else pred.size // max(pred.shape[self.axis], 1)
+            if classes != label.size:
+                raise ValueError(f"Accuracy: {label.size} labels but {classes} predicted classes")
 
     def update(self, labels, preds):
         for label, pred in _pairs(labels, preds):
@@ -309,8 +371,16 @@ class Perplexity(CrossEntropy):
 class Loss(EvalMetric):
     """Mean of loss values: ``update(_, losses)`` averages every element of ``losses``."""
 
+    _defers = True
+
     def __init__(self, name: str = "loss", output_names=None, label_names=None):
         super().__init__(name, output_names, label_names)
+
+    def _hold(self, labels: Any, preds: Any) -> bool:
+        return super()._hold([], preds)  # labels are ignored: any value
+
+    def _check(self, labels: list, preds: list) -> None:
+        pass
 
     def update(self, _, preds):
         for pred in _as_list(preds):

@@ -166,3 +166,25 @@ def test_updates_with_jax_arrays_compile_nothing():
         jax.monitoring.unregister_event_duration_listener(listener)
     assert compiles == []
     assert metrics[0].get()[1] == pytest.approx(2 / 3)
+
+
+def test_accuracy_and_loss_hold_device_arrays_without_reading_them(rng):
+    batches = [(rng.integers(0, 4, 8), rng.standard_normal((8, 4)).astype(np.float32)) for _ in range(21)]
+    acc, mean_loss = metric.Accuracy(), metric.Loss()
+    acc.batch_values = []
+    device = [(jnp.asarray(y), jnp.asarray(p)) for y, p in batches]
+    for y, p in device[:10]:
+        acc.update([y], [p])
+        mean_loss.update(None, [p])
+    assert acc.num_inst == mean_loss.num_inst == 0  # held, not read: the loop does not wait for the device
+    for y, p in device[10:]:  # 16 held batches are read at once
+        acc.update([y], [p])
+        mean_loss.update(None, [p])
+    labels = np.concatenate([y for y, _ in batches])
+    preds = np.concatenate([p for _, p in batches])
+    assert acc.get()[1] == pytest.approx(np.mean(preds.argmax(axis=1) == labels))
+    assert mean_loss.get()[1] == pytest.approx(preds.mean(), rel=1e-5)
+    running = [np.mean(preds[:8 * (i + 1)].argmax(axis=1) == labels[:8 * (i + 1)]) for i in range(21)]
+    assert acc.batch_values == pytest.approx(running)
+    with pytest.raises(ValueError, match="8 labels but 7 predicted classes"):
+        acc.update([device[0][0]], [device[0][1][:7]])  # checked when held, not when read

@@ -178,8 +178,23 @@ class Estimator:
         train_begin, epoch_begin, batch_begin, batch_end, epoch_end, train_end = (
             [h for h in handlers if isinstance(h, kind)]
             for kind in (TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, TrainEnd))
+        for m in self.train_metrics:  # running values per batch, recorded as the metrics read them
+            m.batch_values = self.history.batch.setdefault(m.name, [])
         for h in train_begin:
             h.train_begin(self)
+        try:
+            self._train(train_data, val_data, epoch_begin, batch_begin, batch_end, epoch_end)
+        finally:
+            for m in self.train_metrics:
+                m.get()  # reads what the metrics still hold
+                m.batch_values = None
+        for h in train_end:
+            h.train_end(self)
+        return self.history
+
+    def _train(self, train_data: Any, val_data: Any, epoch_begin: list, batch_begin: list, batch_end: list,
+               epoch_end: list) -> None:
+        batch_axis = self.batch_axis
         while not self._done():
             for h in epoch_begin:
                 h.epoch_begin(self)
@@ -188,16 +203,12 @@ class Estimator:
                     h.batch_begin(self, batch=batch)
                 _, label, pred, loss = self.batch_processor.fit_batch(self, batch, batch_axis)
                 stop = [h.batch_end(self, batch=batch, pred=pred, label=label, loss=loss) for h in batch_end]
-                self.history._add(self.history.batch, self.train_metrics)
                 if any(stop):
                     break
             stop = [h.epoch_end(self) for h in epoch_end]
             self.history._add(self.history.epoch, self.train_metrics + (self.val_metrics if val_data is not None else []))
             if any(stop):
                 break
-        for h in train_end:
-            h.train_end(self)
-        return self.history
 
     def _done(self) -> bool:
         """Nothing left to train (a resumed fit may start at its end)."""
