@@ -9,21 +9,19 @@ temporary folder (10 classes: 5 kinds of texture -- horizontal or vertical strip
 cross-hatching -- in warm or cool colours, with random frequency, phase, brightness and noise) and trains on
 it. With --data FOLDER it reads the real files (data_batch_1.bin ... data_batch_5.bin, test_batch.bin) from
 FOLDER instead. Either way the images go through hybrid.data.vision.CIFAR10, the standard augmentation
-(random crops of the padded image, horizontal flips) and a DataLoader. Prints a progress bar, per-epoch
-loss and accuracy, and the held-out accuracy.
+(random crops of the padded image, horizontal flips) and a DataLoader, and hybrid.estimator's fit trains
+on them: a progress bar (or progress lines), per-epoch loss and accuracy, and the held-out accuracy.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
-import time
 
 import numpy as np
 
 import hybrid
-from hybrid import autograd, data, loss, lr_scheduler, metric, model_zoo
+from hybrid import data, estimator, loss, lr_scheduler, model_zoo
 from hybrid.data.vision import CIFAR10, transforms as T
 
 
@@ -90,20 +88,6 @@ def build_model(name: str | None, depth: int) -> hybrid.HybridBlock:
     return model_zoo.get_model(name, classes=10, in_channels=3, **extra)
 
 
-def progress(done: int, total: int, width: int = 30) -> None:
-    """A one-line progress bar, redrawn in place (only on a terminal)."""
-    if sys.stdout.isatty():
-        filled = width * done // total
-        print(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", flush=True)
-
-
-def evaluate(net: hybrid.HybridBlock, loader: data.DataLoader) -> float:
-    accuracy = metric.Accuracy()
-    for x, y in loader:
-        accuracy.update(y, net(x))
-    return accuracy.get()[1]
-
-
 def train(args: argparse.Namespace, root: str) -> dict:
     hybrid.random.seed(args.seed)
     train_set, test_set = CIFAR10(root, train=True), CIFAR10(root, train=False)
@@ -126,25 +110,10 @@ def train(args: argparse.Namespace, root: str) -> dict:
                                                            "wd": args.wd, "lr_scheduler": schedule})
     print(f"{len(train_set)} training and {len(test_set)} held-out images, {type(net).__name__} with "
           f"{sum(p.data().size for p in net.collect_params().values() if p.grad_req != 'null'):,} trainable parameters")
-    history: dict = {"loss": [], "train_acc": [], "test_acc": []}
-    for epoch in range(1, args.epochs + 1):
-        start, total_loss, count = time.perf_counter(), 0.0, 0
-        accuracy = metric.Accuracy()
-        for i, (x, y) in enumerate(train_loader, start=1):
-            with autograd.record():
-                out = net(x)
-                batch_loss = loss_fn(out, y)
-            autograd.backward(batch_loss)
-            trainer.step(x.shape[0])
-            total_loss += float(batch_loss.sum())
-            count += x.shape[0]
-            accuracy.update(y, out)
-            progress(i, len(train_loader))
-        history["loss"].append(total_loss / count)
-        history["train_acc"].append(accuracy.get()[1])
-        history["test_acc"].append(evaluate(net, test_loader))
-        print(f"\r  epoch {epoch:2d}  loss {history['loss'][-1]:.4f}  train acc {history['train_acc'][-1]:.3f}  "
-              f"held-out acc {history['test_acc'][-1]:.3f}  ({time.perf_counter() - start:.1f}s)")
+    est = estimator.Estimator(net, loss_fn, trainer=trainer)  # metrics: accuracy and the loss
+    fitted = est.fit(train_loader, val_data=test_loader, epochs=args.epochs)  # progress and a line per epoch
+    history = {"loss": fitted.epoch["training SoftmaxCrossEntropyLoss"], "train_acc": fitted.epoch["training accuracy"],
+               "test_acc": fitted.epoch["validation accuracy"]}
     print(f"final held-out accuracy: {history['test_acc'][-1]:.4f}")
     train_loader.close()
     test_loader.close()

@@ -2,19 +2,18 @@
 
     pip install -e '.[examples]' && python examples/train_digits.py
 
-The data ships with scikit-learn, so nothing is downloaded. Prints a progress bar,
-per-epoch loss and accuracy, and the final held-out accuracy.
+The data ships with scikit-learn, so nothing is downloaded. hybrid.estimator's fit trains it and
+prints progress, per-epoch loss and accuracy (training and held-out), and the final held-out accuracy.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
 import hybrid
-from hybrid import autograd, loss, nn
+from hybrid import data, estimator, loss, nn
 
 
 def load_digits(seed: int) -> tuple[np.ndarray, ...]:
@@ -41,27 +40,6 @@ def build_net() -> nn.HybridSequential:
     return net
 
 
-def batches(x: np.ndarray, y: np.ndarray, batch_size: int, rng: np.random.Generator | None):
-    order = rng.permutation(len(x)) if rng is not None else np.arange(len(x))
-    for start in range(0, len(x), batch_size):
-        index = order[start:start + batch_size]
-        yield x[index], y[index]
-
-
-def accuracy(net: nn.HybridSequential, x: np.ndarray, y: np.ndarray) -> float:
-    correct = 0
-    for xb, yb in batches(x, y, 256, None):
-        correct += int((np.asarray(net(xb)).argmax(axis=1) == yb).sum())
-    return correct / len(x)
-
-
-def progress(done: int, total: int, width: int = 30) -> None:
-    """A one-line progress bar, redrawn in place (only on a terminal)."""
-    if sys.stdout.isatty():
-        filled = width * done // total
-        print(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", flush=True)
-
-
 def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=15)
@@ -80,24 +58,13 @@ def main(argv: list[str] | None = None) -> float:
         net.hybridize()
         loss_fn.hybridize()
     trainer = hybrid.Trainer(net.collect_params(), "adam", {"learning_rate": args.lr})
-    rng = np.random.default_rng(args.seed)
-    n_batches = -(-len(x_train) // args.batch_size)
+    train = data.DataLoader(data.ArrayDataset(x_train, y_train), batch_size=args.batch_size, shuffle=True)
+    held_out = data.DataLoader(data.ArrayDataset(x_test, y_test), batch_size=256)
     print(f"digits: {len(x_train)} training and {len(x_test)} held-out images; "
           f"{'hybridized' if not args.no_hybridize else 'eager'} CNN")
-    for epoch in range(1, args.epochs + 1):
-        start, total_loss, correct = time.perf_counter(), 0.0, 0
-        for i, (xb, yb) in enumerate(batches(x_train, y_train, args.batch_size, rng), start=1):
-            with autograd.record():
-                out = net(xb)
-                batch_loss = loss_fn(out, yb)
-            autograd.backward(batch_loss)
-            trainer.step(len(xb))
-            total_loss += float(batch_loss.sum())
-            correct += int((np.asarray(out).argmax(axis=1) == yb).sum())
-            progress(i, n_batches)
-        print(f"\r  epoch {epoch:2d}  loss {total_loss / len(x_train):.4f}  train acc {correct / len(x_train):.3f}"
-              f"  held-out acc {accuracy(net, x_test, y_test):.3f}  ({time.perf_counter() - start:.1f}s)")
-    final = accuracy(net, x_test, y_test)
+    est = estimator.Estimator(net, loss_fn, trainer=trainer)
+    history = est.fit(train, val_data=held_out, epochs=args.epochs)
+    final = history.epoch["validation accuracy"][-1]
     print(f"final held-out accuracy: {final:.4f}")
     return final
 

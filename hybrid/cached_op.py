@@ -16,7 +16,7 @@ import sys
 import time
 import warnings
 import weakref
-from operator import attrgetter, is_
+from operator import attrgetter
 from typing import Any, Callable, Sequence
 
 import jax
@@ -462,12 +462,12 @@ class _HoistedInfer:
 
         self.prepare = jax.jit(lambda param_values: prepare(*param_values))
         self.main = jax.jit(run)
-        self._source: tuple = ()
-        self._prepared: list = []
+        self._source: tuple = ()  # weak references: holding the arrays would keep a training step
+        self._prepared: list = []  # from reusing their buffers (and change its program)
 
     def __call__(self, state_values: list, param_values: list, input_values: list, rng: tuple) -> tuple:
         source = self._source
-        if len(source) != len(param_values) or not all(map(is_, source, param_values)):
+        if len(source) != len(param_values) or not all(ref() is value for ref, value in zip(source, param_values)):
             self._prepared = self.prepare(param_values)
-            self._source = tuple(param_values)
+            self._source = tuple(map(weakref.ref, param_values))
         return self.main(param_values, self._prepared, input_values, rng)

@@ -87,3 +87,29 @@ def test_training_updates_reach_hoisted_inference(rng):
         np.testing.assert_allclose(after, numpy_reference(net, x), rtol=1e-4, atol=1e-4)
     assert not np.allclose(before, after)
     jax.block_until_ready(after)
+
+
+def test_inference_between_training_steps_keeps_the_step_program():
+    """The hoisted inference cache does not hold the parameter arrays, so the next training step
+    still reuses their buffers and runs the program it compiled before (no new compile)."""
+    from hybrid import Trainer, _lazy, autograd, loss
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3, in_channels=2), nn.BatchNorm(in_channels=4), nn.Activation("relu"), nn.Flatten(),
+            nn.Dense(3))
+    net.initialize()
+    net.hybridize()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    x, y = np.ones((4, 2, 6, 6), np.float32), np.arange(4) % 3
+    loss_fn = loss.SoftmaxCELoss()
+
+    def step():
+        with autograd.record():
+            l = loss_fn(net(x), y)
+        autograd.backward(l)
+        trainer.step(4)
+    step()
+    step()
+    net(x)  # predict mode: BatchNorm folded into the convolution, prepared once and cached
+    compiles = _lazy.Stats.compiles
+    step()
+    assert _lazy.Stats.compiles == compiles
