@@ -17,10 +17,11 @@ from .parameter import Constant, Parameter
 from .trainer import Trainer
 from . import model_zoo
 from . import estimator
+from . import amp
 
 __version__ = "0.1.0"
 
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
            "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo",
-           "compile_caches", "CacheEntry", "set_verbosity", "estimator"]
+           "compile_caches", "CacheEntry", "set_verbosity", "estimator", "amp"]

@@ -28,7 +28,7 @@ from ._state_lock import state_lock
 from ._watch import watch
 from .errors import HybridizeError
 from .graph.lower import lower as lower_graph
-from .graph import hoist, pipeline
+from .graph import hoist, pipeline, precision
 from .graph.ir import Graph
 from .graph.memory import remat
 from .graph.trace import from_jaxpr
@@ -380,7 +380,7 @@ class CachedOp:
         """The compiled forward for ``args`` (traced on first use) and the array leaves of ``args``."""
         leaves, treedef = jax.tree_util.tree_flatten(args)
         parts, arrays = signature(leaves)
-        key = (treedef, _context.current().training, parts)
+        key = (treedef, _context.current().training, parts, precision.key())
         entry = self.entries.get(key)
         if entry is None:
             described = compile_log.describe(parts) + (" training" if key[1] else "")

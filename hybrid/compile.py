@@ -28,6 +28,7 @@ from . import _context, _lazy, compile_log, functional
 from ._watch import watch
 from .cached_op import _TRACER_ERRORS, ArgSpec, signature
 from .errors import HybridizeError
+from .graph import precision
 
 __all__ = ["compile", "CompiledStep"]
 
@@ -85,7 +86,7 @@ class CompiledStep:
         leaves, treedef = jax.tree_util.tree_flatten(packed)
         parts, arrays = signature(leaves)
         ctx = _context.current()
-        key = (treedef, parts, ctx.training, ctx.recording)
+        key = (treedef, parts, ctx.training, ctx.recording, precision.key())
         program = self._programs.get(key)
         if program is not None:
             return program.run(arrays)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .block import HybridBlock
 from .errors import ShapeError
-from .graph import layer_ops
+from .graph import layer_ops, precision
 
 __all__ = ["Loss", "check_label_values", "L2Loss", "L1Loss", "SoftmaxCrossEntropyLoss", "SoftmaxCELoss",
            "SigmoidBinaryCrossEntropyLoss", "SigmoidBCELoss", "KLDivLoss", "HuberLoss", "HingeLoss",
@@ -58,6 +58,9 @@ class Loss(HybridBlock):
                                 f"{label.dtype}")
             if (not self._active or _LabelValueChecks.enabled) and not isinstance(label, jax.core.Tracer):
                 self._check_label_values(np.asarray(label), args)
+        if precision.current() is not None:  # mixed precision: losses are computed in float32
+            args = tuple(precision.floating_to(args, jnp.float32))
+            kwargs = dict(zip(kwargs, precision.floating_to(list(kwargs.values()), jnp.float32)))
         return super().__call__(*args, **kwargs)
 
     def _check_label_values(self, label: np.ndarray, args: tuple) -> None:

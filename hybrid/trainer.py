@@ -291,9 +291,9 @@ class Trainer:
         """The optimizer states of ``params``; missing ones are created together in one program."""
         missing = [p for p in params if p not in self._states]
         if len(missing) > 1 and self._placement is None:
-            create = self._optimizer.create_state
+            create = self._optimizer.create_state_multi_precision
             with functional.no_frame():
-                created = jax.jit(lambda weights: [tuple(create(w)) for w in weights])([p._data for p in missing])
+                created = jax.jit(lambda weights: [create(w) for w in weights])([p._data for p in missing])
             self._states.update(zip(missing, created))
         return [self._states.get(p) or self._state(p) for p in params]
 
@@ -301,7 +301,7 @@ class Trainer:
         state = self._states.get(param)
         if state is None:
             with functional.no_frame(), jax.ensure_compile_time_eval():
-                state = tuple(self._optimizer.create_state(param._data))
+                state = self._optimizer.create_state_multi_precision(param._data)
                 if self._placement is not None:
                     state = self._placement.place_state(param, state)
                 self._states[param] = state
@@ -318,9 +318,9 @@ class Trainer:
         if program is None:
             def update(weights, grads, states, lr, rescale):
                 grads = [opt.preprocess(g, rescale) for g in grads]
-                lrs = [(lr * lm).astype(w.dtype) for w, lm in zip(weights, lr_mults)]
-                wds = [jnp.asarray(opt.wd * wm, w.dtype) for w, wm in zip(weights, wd_mults)]
-                new_weights, new_states = opt.update_all(weights, grads, states, lrs, wds)
+                lrs = [(lr * lm).astype(_update_dtype(w)) for w, lm in zip(weights, lr_mults)]
+                wds = [jnp.asarray(opt.wd * wm, _update_dtype(w)) for w, wm in zip(weights, wd_mults)]
+                new_weights, new_states = opt.update_all_multi_precision(weights, grads, states, lrs, wds)
                 return ([w2.astype(w.dtype) for w, w2 in zip(weights, new_weights)],
                         [tuple(s) for s in new_states])
 
@@ -376,7 +376,7 @@ class Trainer:
                 raise ValueError(f"{fname}: state arrays {missing_leaves} of parameter {name!r} are missing")
             leaves = tuple(jnp.asarray(arrays[f"{i}.{j}"]) for j in range(entry["n_state"]))
             expected = jax.tree_util.tree_map(lambda x: (x.shape, x.dtype),
-                                              tuple(self._optimizer.create_state(param.data())))
+                                              self._optimizer.create_state_multi_precision(param.data()))
             got = tuple((leaf.shape, leaf.dtype) for leaf in leaves)
             if got != tuple(expected):
                 raise ValueError(f"{fname}: state of parameter {entry['name']!r} has shapes/dtypes {got}, "
@@ -391,6 +391,12 @@ class Trainer:
 
 _NOT_KEPT = ("the gradient was consumed by trainer.step, which does not keep gradients "
              "(Trainer(..., keep_grads=False)); read it before step, or keep them with keep_grads=True")
+
+
+def _update_dtype(weight: Any) -> Any:
+    """The dtype of a weight's learning rate and weight decay: float32 at least (float16 and bfloat16
+    weights are updated in float32)."""
+    return jnp.promote_types(weight.dtype, jnp.float32)
 
 
 def _group(leaves: list, sizes: tuple) -> Any:

@@ -33,7 +33,7 @@ ACTIVATIONS = {
 
 
 # -- dense ------------------------------------------------------------------------
-@register("dense", "out_elementwise_fusable")
+@register("dense", "out_elementwise_fusable", precision="low")
 def _dense(x, weight, bias=None, *, flatten: bool = True):
     if flatten and x.ndim != 2:
         x = x.reshape(x.shape[0], -1)
@@ -57,7 +57,7 @@ def activation(x, act_type: str):
     return call("activation", x, act_type=act_type)
 
 
-@register("softmax", "reduce")
+@register("softmax", "reduce", precision="float32")
 def _softmax(x, *, axis: int = -1, temperature: float = 1.0):
     return jax.nn.softmax(x / temperature if temperature != 1.0 else x, axis=axis)
 
@@ -66,7 +66,7 @@ def softmax(x, axis: int = -1, temperature: float = 1.0):
     return call("softmax", x, axis=axis, temperature=temperature)
 
 
-@register("log_softmax", "reduce")
+@register("log_softmax", "reduce", precision="float32")
 def _log_softmax(x, *, axis: int = -1, temperature: float = 1.0):
     return jax.nn.log_softmax(x / temperature if temperature != 1.0 else x, axis=axis)
 
@@ -82,7 +82,7 @@ def kernel_layout(layout: str) -> str:
     return "OI" + spatial if layout.index("C") == 1 else "O" + spatial + "I"
 
 
-@register("convolution", "out_elementwise_fusable")
+@register("convolution", "out_elementwise_fusable", precision="low")
 def _convolution(x, weight, bias=None, *, strides, padding, dilation, groups, layout, weight_layout=None):
     weight_layout = weight_layout or kernel_layout(layout)
     if depthwise_runs_shifted(x.shape, weight.shape, groups, layout, weight_layout):
@@ -314,7 +314,7 @@ def dropout(x, key: Any, *, rate: float, axes: Sequence[int] = ()):
 
 
 # -- attention ---------------------------------------------------------------------
-@register("attention", "opaque")
+@register("attention", "opaque", precision="low")
 def _attention(query, key, value, mask=None, *, scale, causal):
     return jax.nn.dot_product_attention(query, key, value, mask=mask, scale=scale, is_causal=causal)
 
@@ -344,7 +344,7 @@ def pick(data, index, axis: int = -1):
     return call("pick", data, index, axis=axis % data.ndim)
 
 
-@register("softmax_cross_entropy", "reduce")
+@register("softmax_cross_entropy", "reduce", precision="float32")
 def _softmax_cross_entropy(logits, index, *, axis):
     shifted = logits - lax.stop_gradient(jnp.max(logits, axis=axis, keepdims=True))
     log_norm = jnp.log(jnp.sum(jnp.exp(shifted), axis=axis))
@@ -375,7 +375,7 @@ def batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps: float, ou
     return call("batch_norm_fold", weight, gamma, beta, mean, var, bias, eps=eps, out_axis=out_axis)
 
 
-@register("dense_group", "out_elementwise_fusable")
+@register("dense_group", "out_elementwise_fusable", precision="low")
 def _dense_group(x, *weights_and_biases, units, has_bias, flatten):
     weights, biases, i = [], [], 0
     for n, bias in zip(units, has_bias):
@@ -401,7 +401,7 @@ def dense_group(x, weights: Sequence, biases: Sequence, flatten: bool = True):
                 has_bias=tuple(b is not None for b in biases), flatten=flatten)
 
 
-@register("attention_general", "opaque")
+@register("attention_general", "opaque", precision="low")
 def _attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch, scale):
     lower = _attention_fused if jax.default_backend() == "gpu" else _attention_einsum
     return lower(q, k, v, q_perm, k_perm, v_perm, out_perm, n_batch, scale)
@@ -444,7 +444,7 @@ def attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch: int
 
 
 # -- transposed convolution ---------------------------------------------------------
-@register("conv_transpose", "out_elementwise_fusable")
+@register("conv_transpose", "out_elementwise_fusable", precision="low")
 def _conv_transpose(x, weight, bias=None, *, strides, padding, output_padding, dilation, groups, layout):
     nd = len(strides)
     channels_last = layout.index("C") != 1
@@ -541,7 +541,7 @@ def _rnn_step(mode, x_proj, h, c, h2h_weight, h2h_bias):
     return act(x_proj + h_proj), None
 
 
-@register("rnn_cell", "opaque")
+@register("rnn_cell", "opaque", precision="low")
 def _rnn_cell(x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode):
     return _rnn_step(mode, _dense(x, i2h_weight, i2h_bias, flatten=False), h, c, h2h_weight, h2h_bias)
 
@@ -552,7 +552,7 @@ def rnn_cell(x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode: str):
     return call("rnn_cell", x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, mode=mode)
 
 
-@register("rnn_layer", "opaque")
+@register("rnn_layer", "opaque", precision="low")
 def _rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode, reverse):
     x_proj = _dense(x, i2h_weight, i2h_bias, flatten=False)  # all time steps in one matmul
 

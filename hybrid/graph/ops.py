@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import jax
 
+from . import precision as _precision
+
 __all__ = ["OpDef", "register", "call", "get", "bound_op", "BOUND_NAME"]
 
 PATTERNS = ("elementwise", "broadcast", "injective", "reduce", "out_elementwise_fusable", "opaque")
@@ -24,11 +26,13 @@ PATTERNS = ("elementwise", "broadcast", "injective", "reduce", "out_elementwise_
 
 @dataclass(frozen=True)
 class OpDef:
-    """A registered big op: ``impl(*inputs, **attrs)`` and its fusion pattern."""
+    """A registered big op: ``impl(*inputs, **attrs)``, its fusion pattern and its precision trait
+    under mixed precision (``'low'``, ``'float32'`` or ``'follow'``, see :mod:`.precision`)."""
 
     name: str
     impl: Callable
     pattern: str = "opaque"
+    precision: str = "follow"
 
 
 @dataclass(frozen=True)
@@ -52,13 +56,15 @@ _BIND_LOCK = threading.Lock()
 BOUND_NAME = re.compile(r"^hybrid_op_(\d+)__")
 
 
-def register(name: str, pattern: str = "opaque") -> Callable[[Callable], Callable]:
+def register(name: str, pattern: str = "opaque", precision: str = "follow") -> Callable[[Callable], Callable]:
     """Decorator registering ``impl`` as big op ``name``."""
     if pattern not in PATTERNS:
         raise ValueError(f"unknown fusion pattern {pattern!r}; expected one of {PATTERNS}")
+    if precision not in _precision.PRECISIONS:
+        raise ValueError(f"unknown precision trait {precision!r}; expected one of {_precision.PRECISIONS}")
 
     def deco(impl: Callable) -> Callable:
-        _REGISTRY[name] = OpDef(name, impl, pattern)
+        _REGISTRY[name] = OpDef(name, impl, pattern, precision)
         return impl
 
     return deco
@@ -108,8 +114,12 @@ def _bind(name: str, attrs: dict, in_tree: Any) -> BoundOp:
 
 
 def call(name: str, *inputs: Any, **attrs: Any) -> Any:
-    """Run big op ``name`` on ``inputs`` (arrays or pytrees of arrays) with static ``attrs``."""
+    """Run big op ``name`` on ``inputs`` (arrays or pytrees of arrays) with static ``attrs``; under a
+    mixed-precision policy, its inputs are cast as its precision trait says."""
     leaves, in_tree = jax.tree_util.tree_flatten(inputs)
+    policy = _precision.current()
+    if policy is not None:
+        leaves = policy.cast(name, get(name).precision, leaves)
     return _bind(name, attrs, in_tree).fn(*leaves)
 
 

@@ -48,6 +48,14 @@ def _finite(optimizer: Any, name: str, value: Any, minimum: float | None = None)
     return value
 
 
+def _low_precision(dtype: Any) -> bool:
+    return jnp.dtype(dtype) in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+
+
+def _upcast(value: jax.Array) -> jax.Array:
+    return value.astype(jnp.float32) if _low_precision(value.dtype) else value
+
+
 class Optimizer:
     """Base optimizer.
 
@@ -110,6 +118,43 @@ class Optimizer:
         """
         results = [self.update_rule(*args) for args in zip(weights, grads, states, lrs, wds)]
         return [w for w, _ in results], [s for _, s in results]
+
+    def create_state_multi_precision(self, weight: jax.Array) -> tuple:
+        """``create_state``; with ``multi_precision``, a float16/bfloat16 weight's state starts with
+        its float32 master copy, which the updates change (the weight is its rounded value)."""
+        if self.multi_precision and _low_precision(weight.dtype):
+            master = weight.astype(jnp.float32)
+            return (master,) + tuple(self.create_state(master))
+        return tuple(self.create_state(weight))
+
+    def update_all_multi_precision(self, weights: list, grads: list, states: list, lrs: list,
+                                   wds: list) -> tuple[list, list]:
+        """``update_all`` with float16/bfloat16 weights updated in float32: on their master copy
+        (``multi_precision``), else on upcast values rounded back (so that an epsilon such as Adam's
+        1e-8, zero in float16, keeps its value)."""
+        f32 = jnp.float32
+        args = []
+        for weight, grad, state, lr, wd in zip(weights, grads, states, lrs, wds):
+            if not _low_precision(weight.dtype):
+                args.append((weight, grad, state, lr, wd))
+            elif self.multi_precision:
+                args.append((state[0], grad.astype(f32), tuple(state[1:]), jnp.asarray(lr, f32), jnp.asarray(wd, f32)))
+            else:
+                args.append((weight.astype(f32), grad.astype(f32), tuple(map(_upcast, state)),
+                             jnp.asarray(lr, f32), jnp.asarray(wd, f32)))
+        new_weights, new_states = self.update_all(*map(list, zip(*args))) if args else ([], [])
+        out_weights, out_states = [], []
+        for weight, state, new_weight, new_state in zip(weights, states, new_weights, new_states):
+            if not _low_precision(weight.dtype):
+                out_weights.append(new_weight)
+                out_states.append(tuple(new_state))
+            elif self.multi_precision:
+                out_weights.append(new_weight.astype(weight.dtype))
+                out_states.append((new_weight,) + tuple(new_state))
+            else:
+                out_weights.append(new_weight.astype(weight.dtype))
+                out_states.append(tuple(n.astype(o.dtype) for n, o in zip(new_state, state)))
+        return out_weights, out_states
 
     def preprocess(self, grad: jax.Array, rescale: jax.Array) -> jax.Array:
         """Rescale and clip a raw gradient (traced inside the update program)."""

@@ -1,0 +1,192 @@
+"""Mixed precision (hybrid.amp, hybrid.graph.precision) and low-precision optimizer updates.
+
+References are plain JAX/NumPy computations of the same math with the casts written out."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import hybrid
+from hybrid import Trainer, amp, autograd, init, loss, nn
+
+from conftest import assert_close
+
+
+@pytest.fixture(autouse=True)
+def no_global_policy():
+    yield
+    amp.disable()
+
+
+def make_mlp(hybridize=False):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(4, in_units=16))
+    net.initialize(init.Xavier())
+    if hybridize:
+        net.hybridize()
+    return net
+
+
+def values(net):
+    return [jnp.asarray(p.data()) for p in net.collect_params().values()]
+
+
+def ref_forward(vals, x, dtype):
+    w0, b0, w1, b1 = [v.astype(dtype) for v in vals]
+    h = jax.nn.relu(x.astype(dtype) @ w0.T + b0)
+    return h @ w1.T + b1
+
+
+@pytest.mark.parametrize("hybridize", [False, True], ids=["eager", "hybridized"])
+def test_dense_layers_run_in_bfloat16_and_gradients_reach_float32_weights(hybridize, rng):
+    amp.init("bfloat16")
+    net = make_mlp(hybridize)
+    x = jnp.asarray(rng.standard_normal((6, 8)).astype(np.float32))
+    y = jnp.asarray(rng.integers(0, 4, 6))
+    out = net(x)
+    assert out.dtype == jnp.bfloat16 and net[0].weight.data().dtype == jnp.float32
+    vals = values(net)
+    assert_close(np.asarray(out, np.float32), np.asarray(ref_forward(vals, x, jnp.bfloat16), np.float32),
+                 rtol=1e-2, atol=1e-2)
+    with autograd.record():
+        l = loss.SoftmaxCELoss()(net(x), y)
+    assert l.dtype == jnp.float32  # losses compute in float32
+    autograd.backward(l)
+
+    def ref_loss(v):
+        logits = ref_forward(v, x, jnp.bfloat16).astype(jnp.float32)
+        return -jnp.sum(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
+    expected = jax.grad(ref_loss)(vals)
+    for p, g in zip(net.collect_params().values(), expected):
+        assert p.grad().dtype == jnp.float32
+        assert_close(p.grad(), g, rtol=2e-2, atol=2e-2)
+
+
+def test_the_graph_shows_low_and_float32_ops():
+    amp.init("bfloat16")
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, in_units=4), nn.Activation("relu"))
+    net.initialize()
+    graph = str(hybrid.inspect(net, np.ones((2, 4), np.float32)).after)
+    dense = next(line for line in graph.splitlines() if "dense" in line)
+    assert dense.split("=")[0].strip().endswith("bf16[2,8]")  # the dense node's result is bfloat16
+    soft = hybrid.inspect(nn.HybridLambda(lambda x: jax.nn.softmax(x)), np.ones((2, 4), jnp.bfloat16))
+    assert "bf16" in str(soft.before)  # plain jax.nn code is not an op with a precision trait
+
+    class Softmaxed(nn.HybridBlock):
+        def forward(self, x):
+            return hybrid.graph.layer_ops.softmax(x)
+    graph = str(hybrid.inspect(Softmaxed(), np.ones((2, 4), jnp.bfloat16)).after)
+    node = next(line for line in graph.splitlines() if "softmax" in line)
+    assert "f32[2,4]" in node.split("=")[0]  # softmax runs in float32 on a bfloat16 input
+
+
+def test_the_policy_is_part_of_the_cache_key(rng):
+    net = make_mlp(hybridize=True)
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    assert net(x).dtype == jnp.float32
+    amp.init("bfloat16")
+    assert net(x).dtype == jnp.bfloat16
+    amp.disable()
+    assert net(x).dtype == jnp.float32
+
+
+def test_convert_hybrid_block_shares_parameters_and_has_its_own_policy(rng):
+    net = make_mlp(hybridize=True)
+    low = amp.convert_hybrid_block(net, target_dtype="bfloat16")
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    assert low(x).dtype == jnp.bfloat16 and net(x).dtype == jnp.float32
+    assert_close(np.asarray(low(x), np.float32), net(x), rtol=3e-2, atol=3e-2)
+    assert low.collect_params()["block.0.weight"] is net[0].weight
+
+
+def test_bad_policies_are_refused():
+    with pytest.raises(ValueError, match="target_dtype must be 'float16' or 'bfloat16'"):
+        amp.init("int8")
+    with pytest.raises(ValueError, match=r"unknown ops \['matmul'\]"):
+        amp.init("float16", fp32_ops=["matmul"])
+
+
+def synthetic(rng, n):
+    x = rng.standard_normal((n, 1, 8, 8)).astype(np.float32)
+    y = ((x[:, 0, :4].mean(axis=(1, 2)) > x[:, 0, 4:].mean(axis=(1, 2))).astype(np.int32)
+         + 2 * (x[:, 0, :, :4].mean(axis=(1, 2)) > 0).astype(np.int32))
+    return x, y
+
+
+def train_and_score(policy, make, rng_seed=0, steps=150):
+    rng = np.random.default_rng(rng_seed)
+    x, y = synthetic(rng, 512 + 256)
+    hybrid.random.seed(1)
+    if policy:
+        amp.init(policy)
+    net = make()
+    net.initialize(init.Xavier())
+    net.hybridize()
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+    loss_fn = loss.SoftmaxCELoss()
+    for step in range(steps):
+        at = (step * 64) % 512
+        with autograd.record():
+            l = loss_fn(net(x[at:at + 64]), y[at:at + 64])
+        autograd.backward(l)
+        trainer.step(64)
+        assert np.isfinite(float(l.mean())), f"step {step}"
+    pred = np.asarray(net(x[512:]), np.float32).argmax(axis=1)
+    amp.disable()
+    return np.mean(pred == y[512:])
+
+
+def sequential(*layers):
+    net = nn.HybridSequential()
+    net.add(*layers)
+    return net
+
+
+@pytest.mark.parametrize("make", [
+    lambda: sequential(nn.Flatten(), nn.Dense(32, activation="relu"), nn.Dense(4)),
+    lambda: sequential(nn.Conv2D(8, 3, padding=1, activation="relu"), nn.MaxPool2D(2), nn.Flatten(), nn.Dense(4)),
+], ids=["mlp", "cnn"])
+def test_bfloat16_training_matches_float32_accuracy(make):
+    full = train_and_score(None, make)
+    mixed = train_and_score("bfloat16", make)
+    assert full > 0.7, full  # four classes: chance is 0.25
+    assert abs(mixed - full) <= 0.03, (full, mixed)  # 256 held-out samples: within 8 of them
+
+
+def adam_ref(w, grads, lr=0.01, b1=0.9, b2=0.999, eps=1e-8):
+    """MXNet's Adam on float32 values."""
+    m = np.zeros_like(w)
+    v = np.zeros_like(w)
+    for t, g in enumerate(grads, start=1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        w = w - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps)
+    return w
+
+
+@pytest.mark.parametrize("multi_precision", [False, True])
+def test_adam_on_float16_weights_stays_finite_and_follows_float32_math(multi_precision):
+    w0 = np.array([0.5, -0.25, 1.0, 2e-3], np.float32)
+    p = hybrid.Parameter("w", shape=(4,), dtype="float16")
+    p.initialize()
+    p.set_data(w0.astype(np.float16))
+    trainer = Trainer([p], "adam", {"learning_rate": 0.01, "multi_precision": multi_precision})
+    grads = [np.array([1e-4, -2e-4, 3e-3, 0.0], np.float32) * (k + 1) for k in range(5)]
+    weights = []
+    for g in grads:
+        with autograd.record():
+            out = jnp.sum(p.data() * jnp.asarray(g, jnp.float16))
+        autograd.backward(out)
+        trainer.step(1)
+        weights.append(np.asarray(p.data(), np.float32))
+    assert p.data().dtype == jnp.float16 and np.isfinite(weights).all()
+    fp16_grads = [np.asarray(g.astype(np.float16), np.float32) for g in grads]
+    if multi_precision:  # the float32 master follows the float32 math; the weight is its rounding
+        master = trainer._states[p][0]
+        assert master.dtype == jnp.float32
+        assert_close(master, adam_ref(w0.astype(np.float16).astype(np.float32), fp16_grads), rtol=1e-5, atol=1e-7)
+        assert_close(weights[-1], np.asarray(master).astype(np.float16).astype(np.float32), rtol=0, atol=0)
+    else:  # each step in float32 from the rounded weight
+        w = w0.astype(np.float16).astype(np.float32)
+        assert_close(weights[0], adam_ref(w, fp16_grads[:1]).astype(np.float16).astype(np.float32), rtol=0, atol=0)
