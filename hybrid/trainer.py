@@ -89,6 +89,7 @@ class Trainer:
         self._programs: dict[tuple, Callable] = {}
         self._flat_updates: dict[tuple, tuple] = {}
         self._device_scalars: dict[tuple, tuple] = {}
+        self._amp_loss_scaler: Any = None  # set by hybrid.amp.init_trainer
         self._trainable_cache: list[Parameter] | None = None
         watch(self, self._params)
         self._placement: Placement | None = None
@@ -163,7 +164,13 @@ class Trainer:
                     "ignore_stale_grad=True) to skip them.")
             if not active:
                 return
-        self._optimizer.rescale_grad = self._scale / batch_size
+        divisor = 1.0  # the loss scale the gradients still carry (hybrid.amp)
+        if self._amp_loss_scaler is not None and frame is None:
+            divisor = self._amp_loss_scaler.before_step(list(map(_GRAD, active)))
+            if divisor is None:  # overflowed gradients: the step is skipped
+                Parameter._set_fresh_all(active, False)
+                return
+        self._optimizer.rescale_grad = self._scale / batch_size / divisor
         rescale = np.float32(self._optimizer.rescale_grad)
         if self._placement is not None:
             self._placement.place_pending()  # parameters initialised at the first forward

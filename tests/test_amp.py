@@ -190,3 +190,74 @@ def test_adam_on_float16_weights_stays_finite_and_follows_float32_math(multi_pre
     else:  # each step in float32 from the rounded weight
         w = w0.astype(np.float16).astype(np.float32)
         assert_close(weights[0], adam_ref(w, fp16_grads[:1]).astype(np.float16).astype(np.float32), rtol=0, atol=0)
+
+
+def test_dynamic_loss_scale_grows_backs_off_and_skips_overflowed_steps():
+    p = hybrid.Parameter("w", shape=(3,))
+    p.initialize()
+    p.set_data(np.array([1.0, 2.0, 3.0], np.float32))
+    trainer = Trainer([p], "sgd", {"learning_rate": 0.5})
+    amp.init_trainer(trainer, init_scale=8.0, scale_window=2)
+    scaler = trainer._amp_loss_scaler
+    g = np.array([0.25, -0.5, 1.0], np.float32)
+    w = np.array([1.0, 2.0, 3.0], np.float32)
+    expected_scales = []
+    for overflow in (False, False, True, False, False, True, True):
+        with autograd.record():
+            loss_value = jnp.sum(p.data() * (jnp.inf if overflow else 1.0) * g)
+        with amp.scale_loss(loss_value, trainer) as scaled:
+            assert float(scaled) == pytest.approx(float(loss_value) * scaler.loss_scale) or overflow
+            autograd.backward(scaled)
+        trainer.step(1)
+        if not overflow:
+            w = w - 0.5 * g  # the gradient reaches the update unscaled
+        assert_close(p.data(), w, rtol=0, atol=1e-6)
+        expected_scales.append(scaler.loss_scale)
+    # good, good (window of 2: x2), overflow (/2), good, good (x2), overflow, overflow
+    assert expected_scales == [8.0, 16.0, 8.0, 8.0, 16.0, 8.0, 4.0]
+    assert scaler.skipped_steps == 3
+
+
+def test_unscale_gives_the_true_gradients_before_step():
+    p = hybrid.Parameter("w", shape=(2,))
+    p.initialize()
+    trainer = Trainer([p], "sgd", {"learning_rate": 1.0})
+    amp.init_trainer(trainer, init_scale=1024.0)
+    with autograd.record():
+        loss_value = jnp.sum(p.data() * jnp.asarray([3.0, -1.0]))
+    with amp.scale_loss(loss_value, trainer) as scaled:
+        autograd.backward(scaled)
+    assert_close(p.grad(), [3072.0, -1024.0])
+    amp.unscale(trainer)
+    assert_close(p.grad(), [3.0, -1.0])
+    before = np.asarray(p.data())
+    trainer.step(1)
+    assert_close(p.data(), before - np.array([3.0, -1.0]), rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="init_trainer"):
+        amp.unscale(Trainer([p], "sgd"))
+
+
+def test_float16_training_with_adam_and_loss_scaling():
+    make = lambda: sequential(nn.Flatten(), nn.Dense(32, activation="relu"), nn.Dense(4))  # noqa: E731
+    full = train_and_score(None, make)
+    rng = np.random.default_rng(0)
+    x, y = synthetic(rng, 512 + 256)
+    hybrid.random.seed(1)
+    amp.init("float16")
+    net = make()
+    net.initialize(init.Xavier())
+    net.hybridize()
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+    amp.init_trainer(trainer)
+    loss_fn = loss.SoftmaxCELoss()
+    for step in range(150):
+        at = (step * 64) % 512
+        with autograd.record():
+            l = loss_fn(net(x[at:at + 64]), y[at:at + 64])
+        with amp.scale_loss(l, trainer) as scaled:
+            autograd.backward(scaled)
+        trainer.step(64)
+        assert np.isfinite(float(l.mean())), f"step {step}"
+    mixed = np.mean(np.asarray(net(x[512:]), np.float32).argmax(axis=1) == y[512:])
+    assert abs(mixed - full) <= 0.03, (full, mixed)
+    assert 0 < trainer._amp_loss_scaler.skipped_steps <= 6  # 2**16 overflows float16 at first, then it fits
