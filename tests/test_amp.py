@@ -261,3 +261,31 @@ def test_float16_training_with_adam_and_loss_scaling():
     mixed = np.mean(np.asarray(net(x[512:]), np.float32).argmax(axis=1) == y[512:])
     assert abs(mixed - full) <= 0.03, (full, mixed)
     assert 0 < trainer._amp_loss_scaler.skipped_steps <= 6  # 2**16 overflows float16 at first, then it fits
+
+
+def test_a_compiled_step_runs_under_the_policy(rng):
+    amp.init("bfloat16")
+    net = make_mlp()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    x = jnp.asarray(rng.standard_normal((6, 8)).astype(np.float32))
+    y = jnp.asarray(rng.integers(0, 4, 6))
+    vals = [jnp.asarray(np.array(p.data())) for p in net.collect_params().values()]  # copies: compile donates
+
+    @hybrid.compile
+    def step(x, y):
+        with autograd.record():
+            out = net(x)
+            l = loss.SoftmaxCELoss()(out, y)
+        autograd.backward(l)
+        trainer.step(6)
+        return out
+
+    assert step(x, y).dtype == jnp.bfloat16
+
+    def ref_loss(v):
+        logits = ref_forward(v, x, jnp.bfloat16).astype(jnp.float32)
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
+    expected = jax.grad(ref_loss)(vals)
+    for p, v, g in zip(net.collect_params().values(), vals, expected):
+        assert p.data().dtype == jnp.float32
+        assert_close(p.data(), v - 0.1 * g, rtol=2e-2, atol=2e-3)
