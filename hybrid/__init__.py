@@ -13,7 +13,7 @@ from . import export
 from .export import SymbolBlock
 from .inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
 from .compile_log import set_verbosity
-from .parameter import Constant, Parameter
+from .parameter import Constant, Parameter, ParameterDict
 from .trainer import Trainer
 from . import model_zoo
 from . import estimator
@@ -24,4 +24,5 @@ __version__ = "0.1.0"
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
            "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo",
-           "compile_caches", "CacheEntry", "set_verbosity", "estimator", "amp"]
+           "compile_caches", "CacheEntry", "set_verbosity", "estimator", "amp",
+           "ParameterDict"]

@@ -1,10 +1,12 @@
 """Block and HybridBlock: the layer API, the bridge between objects and compiled functions."""
 from __future__ import annotations
 
+import inspect
 import itertools
 
 import re
 import warnings
+import weakref
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator
@@ -13,13 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _context, _lazy, autograd, cached_op, serialization
+from . import _context, _lazy, autograd, cached_op
 from . import init as _init
 from ._watch import Watched
-from .errors import DeferredInitializationError, HybridizeError, ShapeError, UninitializedParameterError, locate
+from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
 from .graph.memory.remat import RematPlan
 from .graph.pipeline import resolve_passes
-from .parameter import Parameter, unique_params
+from .parameter import Parameter, ParameterDict, parameter_file_loader, save_parameter_file, unique_params
 
 __all__ = ["Block", "HybridBlock", "HookHandle"]
 
@@ -56,6 +58,12 @@ def _next_name(hint: str) -> str:
     if counter is None:
         counter = _NAME_COUNTS.setdefault(hint, itertools.count())
     return f"{hint}{next(counter)}"
+
+
+def _shared_below(shared: dict, child: str) -> dict:
+    """The entries of ``shared`` under ``child.``, renamed relative to that child."""
+    head = child + "."
+    return {name[len(head):]: p for name, p in shared.items() if name.startswith(head)}
 
 
 def _holds_blocks(value: Any, depth: int = 0) -> bool:
@@ -104,34 +112,155 @@ def _indent(text: str, spaces: int) -> str:
     return text.replace("\n", "\n" + " " * spaces)
 
 
-class Block(Watched):
+_GLUON1_KEYWORDS = ("prefix", "params")
+_DECLARED: "weakref.WeakKeyDictionary[type, frozenset]" = weakref.WeakKeyDictionary()
+
+
+def _declared_gluon1_keywords(cls: type) -> frozenset:
+    """Which of ``prefix``/``params`` ``cls.__init__`` names explicitly (those it handles itself)."""
+    names = _DECLARED.get(cls)
+    if names is None:
+        try:
+            parameters = inspect.signature(cls.__init__).parameters
+        except (TypeError, ValueError):
+            parameters = {}
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        names = frozenset(n for n in _GLUON1_KEYWORDS if n in parameters and parameters[n].kind in kinds)
+        _DECLARED[cls] = names
+    return names
+
+
+class _BlockMeta(type):
+    """Lets every Block accept Gluon 1.x's ``prefix=`` and ``params=`` keywords: a class whose ``__init__``
+    does not name them gets them taken out of the call and applied once it is constructed."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        taken = {}
+        if "prefix" in kwargs or "params" in kwargs:
+            declared = _declared_gluon1_keywords(cls)
+            taken = {k: kwargs.pop(k) for k in _GLUON1_KEYWORDS if k in kwargs and k not in declared}
+        block = super().__call__(*args, **kwargs)
+        if taken or block.__dict__.get("_shared_params"):
+            block._apply_gluon1_keywords(**taken)
+        return block
+
+
+class Block(Watched, metaclass=_BlockMeta):
     """Base class of all layers and models.
 
     Assigning a Block or a Parameter as an attribute registers it; structural
     names (``'features.0.weight'``) come from attribute names.  Subclasses
     implement ``forward(self, *args)``.
+
+    Every Block (layers included) accepts Gluon 1.x's keywords: ``prefix`` (a str) sets
+    :attr:`prefix` and :attr:`name`, not the parameters' keys; ``params`` (a dict of
+    Parameters by structural name, e.g. another block's ``collect_params()``) shares those
+    Parameters once the block is built, as :meth:`share_parameters` does. Raises TypeError for
+    a ``prefix`` that is not a str or ``params`` that is not a dict of Parameters, ValueError
+    when no name of ``params`` is a parameter of the block, ShapeError for a shared
+    parameter of another shape.
     """
 
     _active = False
 
-    def __init__(self):
+    def __init__(self, prefix: str | None = None, params: dict[str, Parameter] | None = None):
         object.__setattr__(self, "_children", OrderedDict())
         object.__setattr__(self, "_reg_params", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_scope_name", "")
         object.__setattr__(self, "_name", _next_name(type(self).__name__.lower()))
+        object.__setattr__(self, "_prefix", None)
+        if prefix is not None:
+            self._set_prefix(prefix)
+        if params is not None:
+            self._set_shared(params)  # used as parameters are registered, checked once built (_BlockMeta)
 
     @property
     def name(self) -> str:
-        """Gluon 1.x's automatic block name: the class name in lower case and a count per class in
-        creation order (``dense0``, ``dense1``, ...). Parameters are keyed by structural names instead."""
+        """Gluon 1.x's block name: the class name in lower case and a count per class in creation order
+        (``dense0``, ``dense1``, ...), or ``prefix`` less a trailing ``'_'`` when one was given.
+        Parameters are keyed by structural names instead."""
+        prefix = self.__dict__.get("_prefix")
+        if prefix is not None:
+            return prefix[:-1] if prefix.endswith("_") else prefix
         return self._name
 
     @property
     def prefix(self) -> str:
-        """Gluon 1.x's prefix: ``name + '_'``."""
-        return self._name + "_"
+        """Gluon 1.x's prefix: the ``prefix=`` given to the constructor, else ``name + '_'``."""
+        prefix = self.__dict__.get("_prefix")
+        return self._name + "_" if prefix is None else prefix
+
+    def name_scope(self) -> Any:
+        """Gluon 1.x's name scope, a context manager that does nothing here: parameter names are
+        structural (attribute names), so ``with self.name_scope():`` blocks run unchanged."""
+        return nullcontext(self)
+
+    def _set_prefix(self, prefix: Any) -> None:
+        if not isinstance(prefix, str):
+            raise TypeError(f"{type(self).__name__}: prefix must be a str, got {type(prefix).__name__}")
+        object.__setattr__(self, "_prefix", prefix)
+
+    def _apply_gluon1_keywords(self, prefix: str | None = None, params: Any = None) -> None:
+        """Apply Gluon 1.x's constructor keywords once the block is built (called by ``_BlockMeta``)."""
+        if prefix is not None:
+            self._set_prefix(prefix)
+        if params is not None:
+            self._set_shared(params)
+        shared = self.__dict__.get("_shared_params")
+        if not shared:
+            return
+        matched = self._adopt_shared(shared)
+        if not matched and self.collect_params():
+            own = sorted(self.collect_params())
+            raise ValueError(f"{type(self).__name__}(params=...): none of the shared names ({sorted(shared)[:6]}) "
+                             f"is a parameter of this block (it has {own[:6]}). hybrid matches parameters by "
+                             "structural name (attribute path, e.g. '0.weight'), not by Gluon 1.x's prefixed "
+                             "names: pass the collect_params() of a block of the same structure, or call "
+                             "share_parameters with a dict renamed to this block's names.")
+
+    def _set_shared(self, shared: Any) -> None:
+        """Keep Gluon 1.x's ``params=`` (Parameters by structural name) for this block's registrations."""
+        who = f"{type(self).__name__}(params=...)"
+        if not isinstance(shared, dict):
+            raise TypeError(f"{who}: params must be a dict of Parameters by structural name (e.g. another "
+                            f"block's collect_params()), got {type(shared).__name__}")
+        for name, param in shared.items():
+            if not isinstance(param, Parameter):
+                raise TypeError(f"{who}: params[{name!r}] is a {type(param).__name__}, not a Parameter")
+        object.__setattr__(self, "_shared_params", dict(shared))
+
+    def _shared_for(self, name: str, param: Parameter) -> Parameter:
+        """The shared Parameter to register under ``name`` instead of ``param`` (``param`` if none)."""
+        shared = self.__dict__.get("_shared_params")
+        other = shared.get(name) if shared else None
+        if other is None or other is param:
+            return param
+        if other.shape is not None and param.shape is not None and (
+                len(other.shape) != len(param.shape) or any(a != b and a and b for a, b in zip(other.shape,
+                                                                                            param.shape))):
+            raise ShapeError(f"{type(self).__name__}(params=...): shared parameter {name!r} has shape "
+                             f"{other.shape}, this block's has shape {param.shape}")
+        return other
+
+    def _adopt_shared(self, shared: dict[str, Parameter]) -> int:
+        """Use the Parameters of ``shared`` (by name relative to this block) for the parameters registered
+        so far, and keep them for later registrations; returns how many names matched."""
+        shared = {**self.__dict__.get("_shared_params", {}), **shared}
+        object.__setattr__(self, "_shared_params", shared)
+        matched = 0
+        for name, param in list(self._reg_params.items()):
+            if name in shared:
+                matched += 1
+                other = self._shared_for(name, param)
+                if other is not param:
+                    setattr(self, name, other)
+        for child_name, child in self._children.items():
+            sub = _shared_below(shared, child_name)
+            if sub:
+                matched += child._adopt_shared(sub)
+        return matched
 
     # -- registration -------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -146,6 +275,8 @@ class Block(Watched):
         if isinstance(value, Block):
             self.register_child(value, name)
         elif isinstance(value, Parameter):
+            if "_shared_params" in self.__dict__:
+                value = self._shared_for(name, value)
             self._children.pop(name, None)
             self._reg_params[name] = value
             if value._name is None:
@@ -193,26 +324,34 @@ class Block(Watched):
         self._reg_params.pop(name, None)
         self._children[name] = block
         object.__setattr__(block, "_scope_name", name)
+        shared = self.__dict__.get("_shared_params")
+        if shared:
+            sub = _shared_below(shared, name)
+            if sub:
+                block._adopt_shared(sub)
         self._changed()
 
     @property
-    def params(self) -> dict[str, Parameter]:
-        """This block's own parameters (not its children's), by attribute name."""
-        return dict(self._reg_params)
+    def params(self) -> ParameterDict:
+        """This block's own parameters (not its children's), by attribute name, as a
+        :class:`~hybrid.parameter.ParameterDict` (a ``dict``)."""
+        return ParameterDict(self._reg_params)
 
-    def collect_params(self, select: str | None = None) -> dict[str, Parameter]:
-        """All parameters of this block and its children, keyed by structural name.
+    def collect_params(self, select: str | None = None) -> ParameterDict:
+        """All parameters of this block and its children, keyed by structural name, as a
+        :class:`~hybrid.parameter.ParameterDict`: a ``dict`` with Gluon's ``initialize``, ``setattr``,
+        ``zero_grad``, ``reset_device``, ``list_device``, ``save`` and ``load``.
 
         ``select`` is a regular expression matched (``re.match``) against the names,
         e.g. ``'.*weight'``. Shared parameters appear under each of their names.
         """
-        found: dict[str, Parameter] = {}
+        found = ParameterDict()
         self._collect_params_with_prefix("", found)
         self._warn_unregistered_containers()
         if select is None:
             return found
         pattern = re.compile(select)
-        return {name: p for name, p in found.items() if pattern.match(name)}
+        return ParameterDict((name, p) for name, p in found.items() if pattern.match(name))
 
     def _collect_params_with_prefix(self, prefix: str, out: dict) -> None:
         if prefix:
@@ -240,19 +379,12 @@ class Block(Watched):
                    force_reinit: bool = False, ctx: Any = None) -> "Block":
         """Initialise every parameter; a parameter's own ``init`` wins over ``init``.
 
-        Parameters with unknown shapes are initialised at the first forward call. ``ctx`` is Gluon 1.x's
-        name of ``device``.
+        Parameters with unknown shapes are initialised at the first forward call. ``device`` (Gluon
+        1.x: ``ctx``), a ``jax.Device``, places the data there (None: JAX's default device). ``verbose``
+        prints a line per parameter initialised.
         """
-        device = ctx if device is None else device
-        skipped = 0
-        for param in self._unique_params():
-            if param._data is not None and not force_reinit:
-                skipped += 1
-                continue
-            param.initialize(None, device, default_init=init, force_reinit=force_reinit)
-        if skipped:
-            warnings.warn(f"{type(self).__name__}.initialize: {skipped} parameter(s) already initialized were "
-                          "left unchanged; pass force_reinit=True to re-initialize them.", stacklevel=2)
+        self.collect_params()._initialize(init, ctx if device is None else device, verbose, force_reinit,
+                                          f"{type(self).__name__}.initialize")
         return self
 
     def reset_device(self, device: Any) -> "Block":
@@ -434,21 +566,8 @@ class Block(Watched):
 
         With ``deduplicate``, a shared parameter is stored once, under its first name.
         """
-        arrays, seen = {}, set()
-        for name, param in self.collect_params().items():
-            if deduplicate and id(param) in seen:
-                continue
-            seen.add(id(param))
-            if param._data is None:
-                where = f"{type(self).__name__}.save_parameters({filename!r}): parameter {name!r}"
-                if param._deferred is not None:
-                    raise DeferredInitializationError(
-                        f"{where} has unknown shape {param.shape} until the first forward call; run the network on "
-                        "a batch (or give the layers their input sizes) before saving. Nothing was written.")
-                raise UninitializedParameterError(f"{where} is not initialized (call initialize() first). "
-                                                  "Nothing was written.")
-            arrays[name] = np.asarray(param.data())
-        serialization.save_arrays(filename, arrays)
+        save_parameter_file(filename, self.collect_params().items(), f"{type(self).__name__}.save_parameters",
+                            deduplicate)
 
     def load_parameters(self, filename: str, device: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
@@ -469,51 +588,8 @@ class Block(Watched):
                           dtype_source: str = "current") -> Callable[[], None]:
         """:meth:`load_parameters` in two phases: read and check everything now (from ``data`` when
         given, the file's bytes), and return the function that applies it (which cannot fail)."""
-        from .export.params_file import load_parameter_file
-        params = self.collect_params()
-        plan: list = []  # (parameter, name, dtype to cast it to or None)
-
-        def check(declared: dict[str, tuple]) -> None:
-            """Refuse the file from its names, shapes and dtypes, before its arrays are read."""
-            present = {id(params[n]) for n in params if n in declared}
-            missing = [n for n, p in params.items() if n not in declared and id(p) not in present]
-            if missing and not allow_missing:
-                raise ValueError(f"{filename}: parameter(s) {missing} of {type(self).__name__} are not in the "
-                                 f"file (it holds {sorted(declared)[:8]}{'...' if len(declared) > 8 else ''}). "
-                                 "Pass allow_missing=True to keep their current values.")
-            extra = [n for n in declared if n not in params]
-            if extra and not ignore_extra:
-                raise ValueError(f"{filename}: the file has parameter(s) {extra} that {type(self).__name__} does "
-                                 f"not have (it has {sorted(params)[:8]}{'...' if len(params) > 8 else ''}). "
-                                 "Pass ignore_extra=True to skip them.")
-            for name, param in params.items():
-                if name not in declared:
-                    continue
-                file_shape, file_dtype = tuple(declared[name][0]), np.dtype(declared[name][1])
-                shape = param.shape
-                if shape is not None and (len(shape) != len(file_shape) or
-                                          any(d not in (0, a) for d, a in zip(shape, file_shape))):
-                    raise ShapeError(f"{filename}: parameter {name!r} has shape {file_shape} in the file, "
-                                     f"but the block expects {shape}")
-                cast = None
-                if file_dtype != param.dtype:
-                    if not cast_dtype:
-                        raise TypeError(f"{filename}: parameter {name!r} has dtype {file_dtype} in the file, the "
-                                        f"block expects {param.dtype}; pass cast_dtype=True to convert")
-                    cast = file_dtype if dtype_source == "saved" else None
-                plan.append((param, name, cast))
-
-        loaded = load_parameter_file(filename, params, check, data)
-        plan = [(param, loaded[name], cast) for param, name, cast in plan]
-
-        def apply() -> None:
-            for param, array, new_dtype in plan:
-                if new_dtype is not None:
-                    param.cast(new_dtype)
-                param.set_data(array)
-                if device is not None:
-                    param.reset_device(device)
-        return apply
+        return parameter_file_loader(self.collect_params(), filename, data, device, allow_missing, ignore_extra,
+                                     cast_dtype, dtype_source, type(self).__name__)
 
     # -- display ---------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -575,8 +651,8 @@ class HybridBlock(Block):
     Children must be HybridBlocks too.
     """
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, prefix: str | None = None, params: dict[str, Parameter] | None = None):
+        super().__init__(prefix=prefix, params=params)
         object.__setattr__(self, "_active", False)
         object.__setattr__(self, "_cached_op", None)
         object.__setattr__(self, "_passes", resolve_passes(None))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +14,7 @@ from ._state_lock import state_lock
 from ._watch import Watched
 from .errors import DeferredInitializationError, ShapeError, UninitializedParameterError
 
-__all__ = ["Parameter", "Constant"]
+__all__ = ["Parameter", "Constant", "ParameterDict"]
 
 _GRAD_REQS = ("write", "add", "null")
 
@@ -33,6 +33,13 @@ def _supported_dtype(dtype: Any, name: str | None) -> np.dtype:
                       "off. Enable it before creating arrays with jax.config.update('jax_enable_x64', True) (or "
                       "the environment variable JAX_ENABLE_X64=1) to compute in float64.", stacklevel=3)
     return held
+
+
+def _single_device(device: Any) -> Any:
+    """``device`` as one ``jax.Device`` (Gluon's ``ctx``: a device or a list holding one), else None."""
+    if isinstance(device, (list, tuple)) and len(device) == 1:
+        device = device[0]
+    return device if isinstance(device, jax.Device) else None
 
 
 def _normalize_shape(shape: Any) -> tuple[int, ...] | None:
@@ -93,6 +100,7 @@ class Parameter(Watched):
         self._grad_fresh = False
         self._grad_dropped = False
         self._deferred: _init.Initializer | None = None
+        self._device: Any = None  # the jax.Device given to initialize / reset_device, if one
 
     # -- metadata -----------------------------------------------------------
     @property
@@ -152,16 +160,19 @@ class Parameter(Watched):
         """Create the data with ``init`` (else the parameter's own init, else ``default_init``).
 
         With an unknown shape and ``allow_deferred_init`` the initialisation waits
-        for the first forward call. ``device`` (Gluon 1.x: ``ctx``) is accepted for Gluon
-        code; arrays are placed on JAX's default device. Raises ValueError when the shape
-        is unknown and deferral is not allowed.
+        for the first forward call. ``device`` (Gluon 1.x: ``ctx``): a ``jax.Device`` (or a list
+        holding one) puts the data there; None, or a list of several devices, leaves it on JAX's
+        default device (several devices: ``Trainer(devices=...)``). Raises ValueError when the
+        shape is unknown and deferral is not allowed.
         """
+        device = ctx if device is None else device
         if self._data is not None and not force_reinit:
             warnings.warn(f"Parameter {self._name!r} is already initialized, ignoring. "
                           "Pass force_reinit=True to re-initialize.", stacklevel=2)
             return
         chosen = _init.create(init) or self.init or _init.create(default_init) or _init.Uniform()
         self._data, self._grad, self._grad_fresh = None, None, False
+        self._device = _single_device(device)
         if not _shape_known(self._shape):
             if not self.allow_deferred_init:
                 raise ValueError(f"Cannot initialize Parameter {self._name!r}: its shape {self._shape} has "
@@ -172,11 +183,14 @@ class Parameter(Watched):
         self._init_now(chosen)
 
     def _init_now(self, initializer: _init.Initializer) -> None:
+        device = getattr(self, "_device", None)
         with functional.no_frame(), jax.ensure_compile_time_eval():
             data = initializer(self._shape, self._dtype)
-        if tuple(data.shape) != self._shape:
-            raise ShapeError(f"initializer {initializer!r} returned shape {tuple(data.shape)} for "
-                             f"Parameter {self._name!r} of shape {self._shape}")
+            if tuple(data.shape) != self._shape:
+                raise ShapeError(f"initializer {initializer!r} returned shape {tuple(data.shape)} for "
+                                 f"Parameter {self._name!r} of shape {self._shape}")
+            if device is not None:
+                data = jax.device_put(data, device)
         self._data = data
         self._deferred = None
 
@@ -219,6 +233,23 @@ class Parameter(Watched):
     def list_data(self) -> list[jax.Array]:
         """Gluon compatibility: the data on every device (one device here)."""
         return [self.data()]
+
+    def list_device(self) -> list:
+        """Gluon 2.0's ``list_device``: the devices holding the data, a list of ``jax.Device`` (one device
+        unless the parameter is placed on a mesh). While initialisation waits for the first forward
+        call: the device it will use. Raises UninitializedParameterError before ``initialize()``."""
+        if self._data is None:
+            if self._deferred is not None:
+                device = getattr(self, "_device", None)
+                return [device if device is not None else jax.devices()[0]]
+            raise UninitializedParameterError(
+                f"Parameter {self._name!r} has not been initialized, so it is on no device yet. Call "
+                ".initialize() on the parameter or on its block first")
+        return sorted(self._data.devices(), key=lambda d: d.id)
+
+    def list_ctx(self) -> list:
+        """Gluon 1.x's name of :meth:`list_device`."""
+        return self.list_device()
 
     def set_data(self, value: Any) -> None:
         """Replace the value. Shape must match (unknown dimensions are filled in); dtype is cast."""
@@ -370,7 +401,10 @@ class Parameter(Watched):
         self._changed()
 
     def reset_device(self, device: Any) -> None:
-        """Move the data (and gradient) to ``device`` (a ``jax.Device``)."""
+        """Move the data (and gradient) to ``device`` (a ``jax.Device``, or a list holding one)."""
+        self._device = _single_device(device)
+        if self._device is not None:
+            device = self._device
         if self._data is not None:
             self._data = jax.device_put(self._data, device)
         if self._grad is not None:
@@ -384,9 +418,18 @@ class Constant(Parameter):
 
     Args:
         value: array-like; its shape and dtype become the parameter's.
+        name: display name.
+
+    Gluon 1.x's order ``Constant('name', value)`` is recognised (a string first and an array second) and
+    swapped. Raises TypeError when ``value`` is a string.
     """
 
     def __init__(self, value: Any, name: str | None = "const"):
+        if isinstance(value, str):
+            if name is None or isinstance(name, str):
+                raise TypeError(f"Constant: value must be array-like, got the string {value!r}; write "
+                                "Constant(value, name='...') (Gluon 1.x's Constant(name, value) is accepted too)")
+            value, name = name, value  # Gluon 1.x: Constant(name, value)
         array = np.asarray(value)
         if array.dtype == np.float64:
             array = array.astype(np.float32)
@@ -396,6 +439,228 @@ class Constant(Parameter):
 
     def __repr__(self) -> str:
         return f"Constant {self._name} (shape={self._shape}, dtype={self._dtype.name})"
+
+
+class ParameterDict(dict):
+    """What ``Block.collect_params()`` returns: a ``dict`` from structural names to Parameters (so it
+    compares, iterates and indexes like one, as in Gluon 2.0) with Gluon 1.x ``ParameterDict``'s methods.
+
+    A Parameter shared by several blocks appears under each of its names; the methods act on it once.
+    """
+
+    def get(self, name: str, default: Any = None, **kwargs: Any) -> Any:
+        """The Parameter called ``name``, else ``default`` (``dict.get``, as Gluon 2.0).
+
+        Raises TypeError with keyword arguments: Gluon 1.x's ``get(name, shape=...)`` created parameters;
+        in hybrid a block creates them as attributes (``self.weight = Parameter('weight', shape=...)``).
+        """
+        if kwargs:
+            raise TypeError(f"ParameterDict.get({name!r}, {', '.join(kwargs)}=...): Gluon 1.x's get() created "
+                            "Parameters; create them as block attributes instead, e.g. "
+                            "self.weight = hybrid.Parameter('weight', shape=(...))")
+        return dict.get(self, name, default)
+
+    def update(self, other: Mapping[str, Parameter] | Iterable[tuple[str, Parameter]] = (),
+               **kwargs: Parameter) -> None:
+        """Add the Parameters of ``other`` (a mapping or ``(name, Parameter)`` pairs) and ``kwargs``.
+
+        Raises ValueError, before anything is added, when a name is already bound to a different
+        Parameter, and TypeError for a value that is not a Parameter.
+        """
+        items = list(other.items() if hasattr(other, "items") else other) + list(kwargs.items())
+        for name, param in items:
+            if not isinstance(param, Parameter):
+                raise TypeError(f"ParameterDict.update: {name!r} must be a Parameter, got {type(param).__name__}")
+            existing = dict.get(self, name)
+            if existing is not None and existing is not param:
+                raise ValueError(f"ParameterDict.update: the name {name!r} is already bound to another Parameter "
+                                 f"({existing!r}); a ParameterDict cannot hold two Parameters under one name")
+        dict.update(self, items)
+
+    def copy(self) -> "ParameterDict":
+        """A shallow copy (the same Parameters), as a ParameterDict."""
+        return ParameterDict(self)
+
+    def _unique(self) -> list[tuple[str, Parameter]]:
+        """(first name, Parameter) for each distinct Parameter, in order."""
+        seen: dict[int, tuple[str, Parameter]] = {}
+        for name, param in self.items():
+            seen.setdefault(id(param), (name, param))
+        return list(seen.values())
+
+    # -- Gluon 1.x ParameterDict methods --------------------------------------------------------
+    def initialize(self, init: Any = _init.Uniform(), ctx: Any = None, device: Any = None, verbose: bool = False,
+                   force_reinit: bool = False) -> None:
+        """Initialise every parameter; a parameter's own ``init`` wins over ``init``.
+
+        ``device`` (Gluon 1.x: ``ctx``) as in :meth:`Parameter.initialize`. Already initialised
+        parameters are left unchanged (one warning) unless ``force_reinit``. ``verbose`` prints a
+        line per initialised parameter: name, shape and initializer.
+        """
+        self._initialize(init, ctx if device is None else device, verbose, force_reinit, "ParameterDict.initialize")
+
+    def _initialize(self, init: Any, device: Any, verbose: bool, force_reinit: bool, who: str) -> None:
+        skipped = 0
+        for name, param in self._unique():
+            if param._data is not None and not force_reinit:
+                skipped += 1
+                continue
+            param.initialize(None, device, default_init=init, force_reinit=force_reinit)
+            if verbose:
+                used = param.init or _init.create(init) or _init.Uniform()
+                state = "at the first forward call" if param._data is None else "now"
+                print(f"{who}: {name} {param.shape} with {used!r} ({state})")
+        if skipped:
+            warnings.warn(f"{who}: {skipped} parameter(s) already initialized were left unchanged; pass "
+                          "force_reinit=True to re-initialize them.", stacklevel=4)
+
+    def setattr(self, name: str, value: Any) -> None:
+        """Set attribute ``name`` of every parameter, e.g. ``setattr('grad_req', 'null')`` to freeze them or
+        ``setattr('lr_mult', 0.5)``. Raises what setting the attribute raises (ValueError for a bad
+        ``grad_req``)."""
+        for _, param in self._unique():
+            setattr(param, name, value)
+
+    def zero_grad(self) -> None:
+        """Set every gradient to zeros (parameters with ``grad_req='null'`` or no data are skipped)."""
+        for _, param in self._unique():
+            param.zero_grad()
+
+    def reset_device(self, device: Any) -> None:
+        """Move every parameter's data and gradient to ``device`` (a ``jax.Device``)."""
+        for _, param in self._unique():
+            param.reset_device(device)
+
+    def reset_ctx(self, ctx: Any) -> None:
+        """Gluon 1.x's name of :meth:`reset_device`."""
+        self.reset_device(ctx)
+
+    def list_device(self) -> list:
+        """The devices (``jax.Device``) holding the initialised parameters, each once, in order of id.
+        Parameters still waiting for initialisation count with the device they will use."""
+        devices: dict[Any, None] = {}
+        for _, param in self._unique():
+            if param._data is not None or param._deferred is not None:
+                devices.update(dict.fromkeys(param.list_device()))
+        return sorted(devices, key=lambda d: d.id)
+
+    def list_ctx(self) -> list:
+        """Gluon 1.x's name of :meth:`list_device`."""
+        return self.list_device()
+
+    def save(self, filename: str, strip_prefix: str = "") -> None:
+        """Save the parameters, under their names less ``strip_prefix``, to ``filename`` (atomic; the
+        ``.npz`` format of ``Block.save_parameters``, which ``Block.load_parameters`` reads).
+
+        Raises ValueError when a name does not start with ``strip_prefix``, and
+        UninitializedParameterError / DeferredInitializationError for a parameter without data,
+        naming the file and the parameter; nothing is written then.
+        """
+        for name in self:
+            if not name.startswith(strip_prefix):
+                raise ValueError(f"ParameterDict.save({filename!r}): parameter {name!r} does not start with "
+                                 f"strip_prefix {strip_prefix!r}. Nothing was written.")
+        save_parameter_file(filename, ((name[len(strip_prefix):], p) for name, p in self.items()),
+                            "ParameterDict.save")
+
+    def load(self, filename: str, ctx: Any = None, allow_missing: bool = False, ignore_extra: bool = False,
+             restore_prefix: str = "", cast_dtype: bool = False, dtype_source: str = "current",
+             device: Any = None) -> None:
+        """Load a file written by :meth:`save` or ``Block.save_parameters`` (or an MXNet ``.params`` file)
+        into these parameters: the file's names, with ``restore_prefix`` put in front, are this dict's.
+
+        Checks everything before changing anything. Raises ValueError when a name of this dict does not
+        start with ``restore_prefix``, or names missing/extra parameters (unless ``allow_missing`` /
+        ``ignore_extra``); ShapeError on shape mismatches; TypeError on dtype mismatches unless
+        ``cast_dtype`` (then ``dtype_source``: ``'current'`` keeps the parameters' dtypes, ``'saved'``
+        adopts the file's); FileNotFoundError / FormatError (a ValueError) for a missing or corrupted
+        file. Every message names the file. ``device`` (Gluon 1.x: ``ctx``) moves the loaded parameters.
+        """
+        for name in self:
+            if not name.startswith(restore_prefix):
+                raise ValueError(f"ParameterDict.load({filename!r}): parameter {name!r} does not start with "
+                                 f"restore_prefix {restore_prefix!r}")
+        params = {name[len(restore_prefix):]: p for name, p in self.items()}
+        parameter_file_loader(params, filename, None, ctx if device is None else device, allow_missing,
+                              ignore_extra, cast_dtype, dtype_source, "the ParameterDict")()
+
+
+def save_parameter_file(filename: str, named: Iterable[tuple[str, Parameter]], who: str,
+                        deduplicate: bool = False) -> None:
+    """Write ``named`` parameters' data as an ``.npz`` archive (atomically); ``deduplicate`` keeps a
+    Parameter listed under several names only under its first. Raises, before writing, for a parameter
+    without data, naming ``who``, the file and the parameter."""
+    from . import serialization
+    arrays, seen = {}, set()
+    for name, param in named:
+        if deduplicate and id(param) in seen:
+            continue
+        seen.add(id(param))
+        if param._data is None:
+            where = f"{who}({filename!r}): parameter {name!r}"
+            if param._deferred is not None:
+                raise DeferredInitializationError(
+                    f"{where} has unknown shape {param.shape} until the first forward call; run the network on "
+                    "a batch (or give the layers their input sizes) before saving. Nothing was written.")
+            raise UninitializedParameterError(f"{where} is not initialized (call initialize() first). "
+                                              "Nothing was written.")
+        arrays[name] = np.asarray(param.data())
+    serialization.save_arrays(filename, arrays)
+
+
+def parameter_file_loader(params: Mapping[str, Parameter], filename: str, data: bytes | None = None,
+                          device: Any = None, allow_missing: bool = False, ignore_extra: bool = False,
+                          cast_dtype: bool = False, dtype_source: str = "current",
+                          owner: str = "the block") -> Callable[[], None]:
+    """Loading of a parameter file into ``params`` (by name) in two phases: read and check everything now
+    (from ``data`` when given, the file's bytes), and return the function that applies it (which cannot
+    fail). ``owner`` names the receiver in error messages."""
+    from .export.params_file import load_parameter_file
+    if dtype_source not in ("current", "saved"):
+        raise ValueError(f"{filename}: dtype_source must be 'current' or 'saved', got {dtype_source!r}")
+    plan: list = []  # (parameter, name, dtype to cast it to or None)
+
+    def check(declared: dict[str, tuple]) -> None:
+        """Refuse the file from its names, shapes and dtypes, before its arrays are read."""
+        present = {id(params[n]) for n in params if n in declared}
+        missing = [n for n, p in params.items() if n not in declared and id(p) not in present]
+        if missing and not allow_missing:
+            raise ValueError(f"{filename}: parameter(s) {missing} of {owner} are not in the "
+                             f"file (it holds {sorted(declared)[:8]}{'...' if len(declared) > 8 else ''}). "
+                             "Pass allow_missing=True to keep their current values.")
+        extra = [n for n in declared if n not in params]
+        if extra and not ignore_extra:
+            raise ValueError(f"{filename}: the file has parameter(s) {extra} that {owner} does "
+                             f"not have (it has {sorted(params)[:8]}{'...' if len(params) > 8 else ''}). "
+                             "Pass ignore_extra=True to skip them.")
+        for name, param in params.items():
+            if name not in declared:
+                continue
+            file_shape, file_dtype = tuple(declared[name][0]), np.dtype(declared[name][1])
+            shape = param.shape
+            if shape is not None and (len(shape) != len(file_shape) or
+                                      any(d not in (0, a) for d, a in zip(shape, file_shape))):
+                raise ShapeError(f"{filename}: parameter {name!r} has shape {file_shape} in the file, "
+                                 f"but {owner} expects {shape}")
+            cast = None
+            if file_dtype != param.dtype:
+                if not cast_dtype:
+                    raise TypeError(f"{filename}: parameter {name!r} has dtype {file_dtype} in the file, "
+                                    f"{owner} expects {param.dtype}; pass cast_dtype=True to convert")
+                cast = file_dtype if dtype_source == "saved" else None
+            plan.append((param, name, cast))
+
+    loaded = load_parameter_file(filename, dict(params), check, data)
+    plan = [(param, loaded[name], cast) for param, name, cast in plan]
+
+    def apply() -> None:
+        for param, array, new_dtype in plan:
+            if new_dtype is not None:
+                param.cast(new_dtype)
+            param.set_data(array)
+            if device is not None:
+                param.reset_device(device)
+    return apply
 
 
 def unique_params(params: Sequence[Parameter] | dict) -> list[Parameter]:
