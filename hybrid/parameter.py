@@ -585,6 +585,12 @@ class ParameterDict(dict):
                               ignore_extra, cast_dtype, dtype_source, "the ParameterDict")()
 
 
+# a pytree node like dict (keys in sorted order), so jax.tree_util sees the Parameters inside it
+jax.tree_util.register_pytree_node(
+    ParameterDict, lambda d: (tuple(d[k] for k in sorted(d)), tuple(sorted(d))),
+    lambda keys, values: ParameterDict(zip(keys, values)))
+
+
 def save_parameter_file(filename: str, named: Iterable[tuple[str, Parameter]], who: str,
                         deduplicate: bool = False) -> None:
     """Write ``named`` parameters' data as an ``.npz`` archive (atomically); ``deduplicate`` keeps a

@@ -29,6 +29,8 @@ def test_collect_params_is_a_dict_with_gluons_methods():
     assert isinstance(selected, ParameterDict) and list(selected) == ["0.weight", "1.weight"]
     assert isinstance(net[0].params, ParameterDict) and list(net[0].params) == ["weight", "bias"]
     assert isinstance(params.copy(), ParameterDict) and params.copy() == params
+    assert jax.tree_util.tree_map(lambda p: p.shape, params) == {  # a pytree node, as a dict is
+        "0.weight": (3, 2), "0.bias": (3,), "1.weight": (1, 3), "1.bias": (1,)}
     with pytest.raises(TypeError, match="as block attributes"):
         params.get("w", shape=(2, 2))  # Gluon 1.x's creating get()
 
