@@ -96,7 +96,7 @@ def _signatures(block: Any) -> list[tuple[Any, tuple]]:
         raise RuntimeError(f"{type(block).__name__}.export: call hybridize() and then run forward at least once "
                            "before export; every input shape used since then is exported")
     seen: dict[tuple, None] = {}
-    for treedef, _training, parts in op.entries:
+    for treedef, _training, parts, *_precision in op.entries:
         seen.setdefault((treedef, parts), None)
     return list(seen)
 
