@@ -401,7 +401,7 @@ def test_conv_cell_step_matches_numpy(config, rng):
                               (1,) * len(setup.cfg["i2h_pad"]), setup.cfg["i2h_pad"], setup.cfg["i2h_dilate"], 1))
 
 
-@pytest.mark.parametrize("config", CONV_CELLS[::2], ids=CONV_IDS[::2])
+@pytest.mark.parametrize("config", [CONV_CELLS[i] for i in (0, 1, 5)], ids=[CONV_IDS[i] for i in (0, 1, 5)])
 def test_conv_cell_gradients_match_jax_grad(config, rng):
     setup = ConvSetup(config, rng)
     _, heads, grads = run_all(setup.cell, (setup.x, setup.states))
@@ -419,9 +419,8 @@ def test_conv_cell_gradients_match_jax_grad(config, rng):
         assert_close(grad, expected[name], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("config", CONV_CELLS[1::3], ids=CONV_IDS[1::3])
-def test_conv_cell_unroll_hybridized_equals_numpy_loop(config, rng):
-    setup = ConvSetup(config, rng)
+def test_conv_cell_unroll_hybridized_equals_numpy_loop(rng):
+    setup = ConvSetup(CONV_CELLS[4], rng)  # Conv2DLSTMCell with padding and dilations
     seq = rng.standard_normal((T,) + setup.x.shape).astype(np.float32)
     setup.cell.hybridize()
     out, states = setup.cell.unroll(T, seq, setup.states, layout="TNC")
@@ -560,9 +559,8 @@ def test_hybridized_variational_dropout_cannot_be_stepped_in_training():
         outer(x)
 
 
-@pytest.mark.parametrize("hybridize", [False, True])
-def test_unroll_valid_length_matches_numpy(hybridize, rng):
-    """LSTM cells unrolled with valid_length in a (hybridized) block against a NumPy loop per sequence."""
+def test_unroll_valid_length_matches_numpy(rng):
+    """LSTM cells unrolled with valid_length in a hybridized block against a NumPy loop per sequence."""
     class Net(hybrid.HybridBlock):
         def __init__(self):
             super().__init__()
@@ -573,8 +571,7 @@ def test_unroll_valid_length_matches_numpy(hybridize, rng):
 
     net = Net()
     net.initialize(init.Normal(0.5))
-    if hybridize:
-        net.hybridize()
+    net.hybridize()
     x = rng.standard_normal((3, T, C)).astype(np.float32)
     lengths = np.array([T, 0, 2])
     out, states = net(x, lengths.astype(np.float32))

@@ -87,20 +87,18 @@ def _reverse_steps(steps: list, valid_length: jax.Array | None) -> list:
 
 def _run_steps(step: Callable, steps: list, states: list, valid_length: jax.Array | None) -> tuple[list, list]:
     """``step(x, states) -> (output, states)`` over ``steps``. With ``valid_length``, the outputs past each
-    sequence's length are zero and its final states are those after its last valid step (the begin states
-    for length 0)."""
-    states = list(states)
-    outputs, history = [], [states]
-    for x in steps:
-        out, states = step(x, states)
-        states = list(states)
+    sequence's length are zero and its states stop changing after its last valid step (so the final states
+    are those, the begin states for length 0)."""
+    states, outputs = list(states), []
+    for t, x in enumerate(steps):
+        out, new_states = step(x, states)
+        if valid_length is not None:
+            live = t < valid_length
+            new_states = [jnp.where(live.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
+                          for new, old in zip(new_states, states)]
+        states = list(new_states)
         outputs.append(out)
-        history.append(states)
-    if valid_length is None:
-        return outputs, states
-    rows = jnp.arange(valid_length.shape[0])
-    last = [jnp.stack([h[k] for h in history])[valid_length, rows] for k in range(len(states))]
-    return _mask_steps(outputs, valid_length), last
+    return _mask_steps(outputs, valid_length), states
 
 
 class HybridRecurrentCell(HybridBlock):

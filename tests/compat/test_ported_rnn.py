@@ -178,3 +178,571 @@ def test_layer_bidirectional():
         net_params[name].set_data(value)
         ref_params[('_lstm_fwd.' if name[0] == 'l' else '_lstm_bwd.') + 'l' + name[1:]].set_data(value)
     np.testing.assert_allclose(np.asarray(net(data)), np.asarray(ref_net(data)), rtol=1e-04, atol=1e-02)
+
+
+def test_lstm_cpu_inference():
+    """Port of test_gluon_rnn.py::test_lstm_cpu_inference (apache/mxnet master): a 6-layer bidirectional LSTM
+    with all weights one "should behave the same as lstm cell"; the expected values are MXNet's."""
+    import numpy as np
+    from hybrid import init
+    EXPECTED_LSTM_OUTPUT = np.array([[[0.72045636, 0.72045636, 0.95215213, 0.95215213],
+                                      [0.72045636, 0.72045636, 0.95215213, 0.95215213]],
+                                     [[0.95215213, 0.95215213, 0.72045636, 0.72045636],
+                                      [0.95215213, 0.95215213, 0.72045636, 0.72045636]]])
+    x = jnp.ones(shape=(2, 2, 2))
+    model = rnn.LSTM(2, num_layers=6, bidirectional=True)
+    model.initialize(init.One())
+
+    y = np.asarray(model(x))
+    np.testing.assert_allclose(y, EXPECTED_LSTM_OUTPUT, rtol=1e-3, atol=1e-5)
+
+
+def test_lstmp():
+    """Port of test_gluon_rnn.py::test_lstmp (apache/mxnet master), the cell test. (MXNet's file defines
+    ``test_lstmp`` twice; the second, this one, replaces the first, a fused ``LSTM(projection_size=...)``
+    test, so only this one runs there.)"""
+    nhid = 100
+    nproj = 64
+    cell = rnn.LSTMPCell(nhid, nproj)
+    inputs = [jnp.ones(shape=(10, 50)) for i in range(3)]
+    cell.infer_shape(0, inputs[0], False)
+    cell.initialize()
+    outputs, _ = cell.unroll(3, inputs)
+    expected_params = ['h2h_bias', 'h2h_weight', 'h2r_weight', 'i2h_bias', 'i2h_weight']
+    assert sorted(cell.collect_params().keys()) == expected_params
+
+    outs = [o.shape for o in outputs]
+    assert outs == [(10, nproj)] * 3
+
+
+@pytest.mark.parametrize("drop_inputs,drop_states,drop_outputs", [(0.5, 0.5, 0.5), (0.5, 0, 0.5)])
+def test_vardrop(drop_inputs, drop_states, drop_outputs):
+    """Port of test_gluon_rnn.py::test_vardrop (apache/mxnet master); its two ``check_vardrop`` calls are
+    the parameters. ``almost_equal`` is ``np.allclose`` with MXNet's default tolerances."""
+    import numpy as np
+    from hybrid import autograd
+
+    def almost_equal(a, b):
+        return np.allclose(a, b, rtol=1e-5, atol=1e-20)
+
+    cell = rnn.VariationalDropoutCell(rnn.RNNCell(100), drop_outputs=drop_outputs, drop_states=drop_states,
+                                      drop_inputs=drop_inputs)
+
+    input_data = jnp.asarray(np.random.default_rng(0).uniform(size=(10, 3, 50)), jnp.float32)
+    cell.infer_shape(0, input_data, False)
+    cell.initialize(init='xavier')
+    with autograd.record():
+        outputs1, _ = cell.unroll(3, input_data, merge_outputs=True)
+        outputs2, _ = cell.unroll(3, input_data, merge_outputs=True)
+    assert not almost_equal(np.asarray(outputs1), np.asarray(outputs2))
+
+    inputs = [jnp.ones(shape=(10, 50)) for i in range(3)]
+    cell.infer_shape(0, inputs[0], False)
+    cell.initialize()
+    outputs, _ = cell.unroll(3, inputs, merge_outputs=False)
+
+    outs = [o.shape for o in outputs]
+    assert outs == [(10, 100), (10, 100), (10, 100)]
+
+    cell.reset()
+    cell.hybridize()
+    with autograd.record():
+        outputs3, _ = cell.unroll(3, input_data, merge_outputs=True)
+        outputs4, _ = cell.unroll(3, input_data, merge_outputs=True)
+    assert not almost_equal(np.asarray(outputs3), np.asarray(outputs4))
+    assert not almost_equal(np.asarray(outputs1), np.asarray(outputs3))
+
+
+def _check_rnn_cell(cell, in_shape=(10, 50), out_shape=(10, 100), begin_state=None):
+    """MXNet's ``check_rnn_cell`` (test_gluon_rnn.py)."""
+    inputs = [jnp.ones(shape=in_shape) for i in range(3)]
+    cell.infer_shape(0, inputs[0], False)
+    cell.initialize()
+    outputs, _ = cell.unroll(3, inputs, begin_state=begin_state)
+    assert sorted(cell.collect_params().keys()) == ['h2h_bias', 'h2h_weight', 'i2h_bias', 'i2h_weight']
+
+    outs = [o.shape for o in outputs]
+    assert outs == [out_shape] * 3
+
+
+_CONV_NOTE = """ Smaller shapes than MXNet's (hidden channels 100 -> 8, spatial sizes (20, 30, 50) -> (6, 7, 9))
+    keep it fast on a CPU; the assertions are the same with the output shapes these sizes give."""
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"], ids=["test_convrnn", "test_convlstm", "test_convgru"])
+def test_conv_cells(kind):
+    """Port of test_gluon_rnn.py::test_convrnn, ::test_convlstm and ::test_convgru (apache/mxnet master)."""
+    cell = getattr(rnn, f"Conv1D{kind}Cell")((10, 9), 8, 3, 3)
+    _check_rnn_cell(cell, in_shape=(1, 10, 9), out_shape=(1, 8, 7))
+
+    cell = getattr(rnn, f"Conv2D{kind}Cell")((10, 7, 9), 8, 3, 3)
+    _check_rnn_cell(cell, in_shape=(1, 10, 7, 9), out_shape=(1, 8, 5, 7))
+
+    cell = getattr(rnn, f"Conv3D{kind}Cell")((10, 6, 7, 9), 8, 3, 3)
+    _check_rnn_cell(cell, in_shape=(1, 10, 6, 7, 9), out_shape=(1, 8, 4, 5, 7))
+
+
+test_conv_cells.__doc__ += _CONV_NOTE
+
+
+def _check_rnn_forward(layer, inputs):
+    """MXNet's ``check_rnn_forward`` (test_gluon_rnn.py): unroll merged and unmerged, backward from both."""
+    from hybrid import autograd
+    layer.initialize()
+    with autograd.record():
+        autograd.backward(layer.unroll(3, inputs, merge_outputs=True)[0])
+    with autograd.record():
+        autograd.backward(layer.unroll(3, inputs, merge_outputs=False)[0])
+
+
+def test_conv_fill_shape():
+    """Port of test_gluon_rnn.py::test_conv_fill_shape (apache/mxnet master): input channels -1 are inferred."""
+    input = jnp.ones((8, 3, 5, 7))
+    cell = rnn.Conv1DLSTMCell((-1, 7), 10, (3,), (3,))
+    cell.infer_shape(0, input, False)
+    cell.hybridize()
+    _check_rnn_forward(cell, input)
+    assert cell.i2h_weight.shape[1] == 5, cell.i2h_weight.shape[1]
+
+
+def test_rnn_cells():
+    """Port of test_gluon_rnn.py::test_rnn_cells (apache/mxnet master): convolutional cells and a stack of
+    them, forward and backward."""
+    _check_rnn_forward(rnn.Conv1DLSTMCell((5, 7), 10, (3,), (3,)), jnp.ones((8, 3, 5, 7)))
+    _check_rnn_forward(rnn.Conv1DRNNCell((5, 7), 10, (3,), (3,)), jnp.ones((8, 3, 5, 7)))
+    _check_rnn_forward(rnn.Conv1DGRUCell((5, 7), 10, (3,), (3,)), jnp.ones((8, 3, 5, 7)))
+
+    net = rnn.SequentialRNNCell()
+    net.add(rnn.Conv1DLSTMCell((5, 7), 10, (3,), (3,)))
+    net.add(rnn.Conv1DRNNCell((10, 5), 11, (3,), (3,)))
+    net.add(rnn.Conv1DGRUCell((11, 3), 12, (3,), (3,)))
+    _check_rnn_forward(net, jnp.ones((8, 3, 5, 7)))
+
+
+def test_unroll_layout():
+    """Port of test_gluon_rnn.py::test_unroll_layout (apache/mxnet master)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    cell = rnn.HybridSequentialRNNCell()
+    for i in range(5):
+        if i == 1:
+            cell.add(rnn.ResidualCell(rnn.LSTMCell(100)))
+        else:
+            cell.add(rnn.LSTMCell(100))
+    inputs = [jnp.asarray(rng.uniform(size=(10, 50)), jnp.float32) for _ in range(3)]
+    cell.infer_shape(0, inputs[0], False)
+    cell.initialize()
+    outputs, _ = cell.unroll(3, inputs, layout='TNC')
+    assert outputs[0].shape == (10, 100)
+    assert outputs[1].shape == (10, 100)
+    assert outputs[2].shape == (10, 100)
+
+    outputs, _ = cell.unroll(3, inputs, layout='NTC')
+    assert outputs[0].shape == (10, 100)
+    assert outputs[1].shape == (10, 100)
+    assert outputs[2].shape == (10, 100)
+
+
+def test_rnn_unroll_variant_length():
+    """Port of test_gluon_rnn.py::test_rnn_unroll_variant_length (apache/mxnet master): unrolling with
+    ``valid_length`` equals unrolling each sequence alone; the padded outputs are zero. ``assert_almost_equal``
+    is ``np.testing.assert_allclose`` with MXNet's default tolerances for float32."""
+    import numpy as np
+
+    def assert_almost_equal(a, b):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+    rng = np.random.default_rng(0)
+    cell_list = []
+    for base_cell_class in [rnn.RNNCell, rnn.LSTMCell, rnn.GRUCell]:
+        cell_list.append(base_cell_class(20))
+        cell_list.append(rnn.BidirectionalCell(
+                         l_cell=base_cell_class(20),
+                         r_cell=base_cell_class(20)))
+        cell_list.append(rnn.VariationalDropoutCell(base_cell=base_cell_class(20)))
+    stack_res_rnn_cell = rnn.SequentialRNNCell()
+    stack_res_rnn_cell.add(rnn.ResidualCell(base_cell=rnn.RNNCell(20)))
+    stack_res_rnn_cell.add(rnn.ResidualCell(base_cell=rnn.RNNCell(20)))
+    cell_list.append(stack_res_rnn_cell)
+    batch_size = 4
+    max_length = 10
+    valid_length = [3, 10, 5, 6]
+    valid_length_nd = jnp.array(valid_length)
+    for cell in cell_list:
+        # Test for NTC layout
+        data_nd = jnp.asarray(rng.normal(0, 1, size=(batch_size, max_length, 20)), jnp.float32)
+        if isinstance(cell, (rnn.HybridSequentialRNNCell, rnn.SequentialRNNCell)):
+            cell.infer_shape(0, data_nd, False)
+        elif isinstance(cell, rnn.BidirectionalCell):
+            cell.infer_shape(0, data_nd, True)
+        else:
+            cell.infer_shape(0, data_nd, False)
+        cell.initialize()
+        cell.hybridize()
+        outs, states = cell.unroll(length=max_length, inputs=data_nd,
+                                   valid_length=valid_length_nd,
+                                   merge_outputs=True,
+                                   layout='NTC')
+        for i, ele_length in enumerate(valid_length):
+            # Explicitly unroll each sequence and compare the final states and output
+            ele_out, ele_states = cell.unroll(length=ele_length,
+                                              inputs=data_nd[i:(i+1), :ele_length, :],
+                                              merge_outputs=True,
+                                              layout='NTC')
+            assert_almost_equal(ele_out, outs[i:(i+1), :ele_length, :])
+            if ele_length < max_length:
+                # Check the padded outputs are all zero
+                assert_almost_equal(outs[i:(i+1), ele_length:max_length, :], 0)
+            for valid_out_state, gt_state in zip(states, ele_states):
+                assert_almost_equal(valid_out_state[i:(i+1)], gt_state)
+
+        # Test for TNC layout
+        data_nd = jnp.asarray(rng.normal(0, 1, size=(max_length, batch_size, 20)), jnp.float32)
+        outs, states = cell.unroll(length=max_length, inputs=data_nd,
+                                   valid_length=valid_length_nd,
+                                   layout='TNC')
+        for i, ele_length in enumerate(valid_length):
+            # Explicitly unroll each sequence and compare the final states and output
+            ele_out, ele_states = cell.unroll(length=ele_length,
+                                              inputs=data_nd[:ele_length, i:(i+1), :],
+                                              merge_outputs=True,
+                                              layout='TNC')
+            assert_almost_equal(ele_out, outs[:ele_length, i:(i + 1), :])
+            if ele_length < max_length:
+                # Check the padded outputs are all zero
+                assert_almost_equal(outs[ele_length:max_length, i:(i+1), :], 0)
+            for valid_out_state, gt_state in zip(states, ele_states):
+                assert_almost_equal(valid_out_state[i:(i+1)], gt_state)
+
+
+@pytest.mark.parametrize("length", [1, 3])
+def test_bidirectional_unroll_valid_length(length):
+    """Port of test_gluon_rnn.py::test_bidirectional_unroll_valid_length (apache/mxnet master); its two
+    ``_check_bidirectional_unroll_valid_length`` calls are the parameters."""
+    import numpy as np
+    from hybrid import HybridBlock
+
+    class BiLSTM(HybridBlock):
+        def __init__(self, rnn_size, time_step, **kwargs):
+            super(BiLSTM, self).__init__(**kwargs)
+            self.time_step = time_step
+            self.bi_lstm = rnn.BidirectionalCell(
+                rnn.LSTMCell(rnn_size),
+                rnn.LSTMCell(rnn_size))
+
+        def forward(self, inputs, valid_len):
+            outputs, states = self.bi_lstm.unroll(self.time_step, inputs, valid_length=valid_len,
+                                                  layout='NTC', merge_outputs=True)
+            return outputs, states
+
+        def infer_shape(self, x, *args):
+            self.bi_lstm.infer_shape(0, x, True)
+
+    rnn_size = 100
+    net = BiLSTM(rnn_size, length)
+    inputs_data = jnp.asarray(np.random.default_rng(0).uniform(size=(10, length, 50)), jnp.float32)
+    net.infer_shape(inputs_data)
+    net.initialize()
+    net.hybridize()
+    valid_len = jnp.array([length]*10)
+    outputs, _ = net(inputs_data, valid_len)
+    assert outputs.shape == (10, length, 200)
+
+
+def test_cell_fill_shape():
+    """Port of test_gluon_rnn.py::test_cell_fill_shape (apache/mxnet master)."""
+    cell = rnn.LSTMCell(10, input_size=7)
+    cell.hybridize()
+    assert cell.i2h_weight.shape[1] == 7, cell.i2h_weight.shape[1]
+
+
+def _check_rnn_layer_forward(layer, inputs, states=None, run_only=False):
+    """MXNet's ``check_rnn_layer_forward`` (test_gluon_rnn.py): output and input gradient, eager then
+    hybridized; ``inputs.attach_grad()`` ... ``inputs.grad`` is ``autograd.grad(out, inputs)``."""
+    import numpy as np
+    from hybrid import autograd
+    layer.initialize()
+    with autograd.record():
+        if states is None:
+            out = layer(inputs)
+        else:
+            out = layer(inputs, states)
+        if states is not None:
+            assert isinstance(out, (list, tuple)) and len(out) == 2
+            out = out[0]
+        else:
+            assert not isinstance(out, (list, tuple))
+        dx = autograd.grad(out, inputs)
+
+    np_out = np.asarray(out)
+    np_dx = np.asarray(dx)
+
+    layer.hybridize()
+
+    with autograd.record():
+        if states is not None:
+            out = layer(inputs, states)
+            assert isinstance(out, (list, tuple)) and len(out) == 2
+            out = out[0]
+        else:
+            out = layer(inputs)
+            assert not isinstance(out, (list, tuple))
+        dx = autograd.grad(out, inputs)
+
+    if states is not None:
+        layer(inputs, states)  # test is_training = false
+    else:
+        layer(inputs)
+
+    if not run_only:
+        np.testing.assert_allclose(np_out, np.asarray(out), rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(np_dx, np.asarray(dx), rtol=1e-3, atol=1e-5)
+
+
+def test_layer_fill_shape():
+    """Port of test_gluon_rnn.py::test_layer_fill_shape (apache/mxnet master).
+
+    Documented difference applied (porting-from-gluon.md, gluon.rnn): the layer keeps Gluon 1.x's parameters
+    per layer and direction instead of Gluon 2.0's packed ``rnn_param``, so MXNet's ``rnn_param.shape[0] ==
+    760`` is asserted as the size of all parameters together."""
+    import numpy as np
+    layer = rnn.LSTM(10)
+    layer.hybridize()
+    _check_rnn_layer_forward(layer, jnp.ones((3, 2, 7)))
+    print(layer)
+    assert sum(int(np.prod(p.shape)) for p in layer.collect_params().values()) == 760
+    assert layer.l0_i2h_weight.shape == (40, 7)
+
+
+def test_rnn_cells_export_import(tmp_path):
+    """Port of test_gluon_rnn.py::test_rnn_cells_export_import (apache/mxnet master); the files go to a
+    temporary directory instead of the working directory."""
+    import numpy as np
+    from hybrid import HybridBlock, SymbolBlock
+
+    class RNNLayer(HybridBlock):
+        def __init__(self):
+            super(RNNLayer, self).__init__()
+            self.cell = rnn.RNNCell(hidden_size=1)
+
+        def forward(self, seq):
+            outputs, state = self.cell.unroll(inputs=seq, length=2, merge_outputs=True)
+            return outputs
+
+        def infer_shape(self, input):
+            self.cell.infer_shape(0, input, False)
+
+    class LSTMLayer(HybridBlock):
+        def __init__(self):
+            super(LSTMLayer, self).__init__()
+            self.cell = rnn.LSTMCell(hidden_size=1)
+
+        def forward(self, seq):
+            outputs, state = self.cell.unroll(inputs=seq, length=2, merge_outputs=True)
+            return outputs
+
+        def infer_shape(self, input):
+            self.cell.infer_shape(0, input, False)
+
+    class GRULayer(HybridBlock):
+        def __init__(self):
+            super(GRULayer, self).__init__()
+            self.cell = rnn.GRUCell(hidden_size=1)
+
+        def forward(self, seq):
+            outputs, state = self.cell.unroll(inputs=seq, length=2, merge_outputs=True)
+            return outputs
+
+        def infer_shape(self, input):
+            self.cell.infer_shape(0, input, False)
+
+    path = str(tmp_path / "model")
+    for hybrid_block in [RNNLayer(), LSTMLayer(), GRULayer()]:
+        input = jnp.ones(shape=(1, 2, 1))
+        hybrid_block.infer_shape(input)
+        hybrid_block.initialize()
+        hybrid_block.hybridize()
+        output1 = hybrid_block(input)
+        hybrid_block.export(path=path, epoch=0)
+        symbol = SymbolBlock.imports(
+            symbol_file=path + "-symbol.json",
+            input_names=["data"],
+            param_file=path + "-0000.params",
+        )
+        output2 = symbol(input)
+        np.testing.assert_allclose(np.asarray(output1), np.asarray(output2), rtol=1e-4, atol=1e-5)
+
+
+def _check_rnn_forward_backward(layer, merged_inputs, hybridize, merge_outputs, deterministic):
+    """MXNet's ``check_rnn_forward_backward`` (test_gluon_rnn.py): outputs and input gradients of an unroll
+    with merged and unmerged outputs agree. ``x.attach_grad()`` ... ``x.grad`` is ``autograd.grad(out, x)``
+    (for unmerged inputs, the list of steps)."""
+    import numpy as np
+    from hybrid import autograd
+    input_size = 5
+    if merged_inputs:
+        inputs = jnp.ones((8, 3, 5))
+    else:
+        inputs = [jnp.ones((8, 5)) for _ in range(3)]
+
+    if hybridize:
+        layer.hybridize()
+    layer.initialize()
+
+    with autograd.record():
+        out = layer.unroll(3, inputs, merge_outputs=merge_outputs)[0]
+        grads = autograd.grad(out, inputs)
+
+    if hasattr(layer, 'i2h_weight'):
+        assert layer.i2h_weight.shape[1] == input_size, (layer.i2h_weight.shape[1], input_size)
+
+    if not isinstance(out, list):  # MXNet tests merge_outputs, which gets None wrong for merged inputs
+        np_out = np.asarray(out)
+    else:
+        np_out = np.stack([np.asarray(x) for x in out], axis=1)
+
+    if merged_inputs:
+        np_dx = np.asarray(grads)
+    else:
+        np_dx = np.stack([np.asarray(x) for x in grads], axis=1)
+
+    with autograd.record():
+        out = layer.unroll(3, inputs, merge_outputs=not merge_outputs)[0]
+        grads = autograd.grad(out, inputs)
+
+    if merged_inputs:
+        input_grads = np.asarray(grads)
+    else:
+        input_grads = np.stack([np.asarray(x) for x in grads], axis=1)
+
+    if deterministic:
+        if not isinstance(out, list):
+            ref_np_out = np.asarray(out)
+        else:
+            ref_np_out = np.stack([np.asarray(x) for x in out], axis=1)
+        np.testing.assert_allclose(np_out, ref_np_out, rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(np_dx, input_grads, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize('seq_rnn_type,determinism,merged_inputs,hybridize,merge_outputs', [
+    (rnn.SequentialRNNCell, True, True, True, None),
+    (rnn.HybridSequentialRNNCell, True, False, False, True),
+    (rnn.SequentialRNNCell, False, True, False, False),
+])
+def test_sequential_rnn_cells(seq_rnn_type, determinism, merged_inputs, hybridize, merge_outputs):
+    """Port of test_gluon_rnn.py::test_sequential_rnn_cells (apache/mxnet master, skipped there for
+    apache/mxnet#18291). MXNet builds a SequentialRNNCell whatever ``seq_rnn_type``; here ``seq_rnn_type``
+    is used. MXNet's grid is the product of the five parameters (48 cases); these 3 cases take each value of
+    each parameter at least once (every case compiles its programs, about 2 s on a CPU)."""
+    net = seq_rnn_type()
+    net.add(rnn.LSTMCell(10, input_size=5))
+    net.add(rnn.RNNCell(10, input_size=10))
+    net.add(rnn.GRUCell(10, input_size=10))
+    if not determinism:
+        net.add(rnn.DropoutCell(0.5))
+    _check_rnn_forward_backward(net, merged_inputs, hybridize, merge_outputs, determinism)
+
+
+@pytest.mark.parametrize('cell_type,num_states,layout', [
+    (rnn.LSTMCell, 2, 'TNC'),
+    (rnn.GRUCell, 1, 'NTC')
+])
+def test_unroll(cell_type, num_states, layout):
+    """Port of test_gluon_rnn.py::test_unroll (apache/mxnet master): ``rnn_cell.dynamic_unroll`` in a
+    (hybridized) block equals ``unroll`` with ``valid_length``, forward and after an SGD step.
+    ``copy.deepcopy`` of the parameters is a copy of their values; ``assert_almost_equal`` is
+    ``np.testing.assert_allclose``.
+
+    Made smaller to stay fast on a CPU (each configuration compiles a training step): MXNet's grid is every
+    cell with both layouts, here LSTMCell with 'TNC' and GRUCell with 'NTC'; batch 20 -> 6, input 50 -> 8,
+    hidden 30 -> 5, 10 steps -> 4; and of MXNet's five configurations only ``layer.hybridize()`` runs: the three
+    ``layer.hybridize({...})`` ones pass the dict as ``active`` (truthy), so they are ``layer.hybridize()`` again
+    in MXNet and in hybrid, and the eager one runs the same Python as the reference ``cell.unroll``."""
+    import numpy as np
+    import hybrid
+    from hybrid import HybridBlock, autograd
+
+    class RNNLayer(HybridBlock):
+        def __init__(self, cell_type, hidden_size, layout):
+            super(RNNLayer, self).__init__()
+            self.cell = cell_type(hidden_size)
+            self.layout = layout
+
+        def forward(self, inputs, states, valid_length):
+            if isinstance(valid_length, list) and len(valid_length) == 0:
+                valid_length = None
+            return rnn.rnn_cell.dynamic_unroll(self.cell, inputs, states,
+                                               valid_length=valid_length,
+                                               layout=self.layout)
+
+        def infer_shape(self, x, *args):
+            self.cell.infer_shape(0, x, False)
+
+    def assert_almost_equal(a, b, rtol, atol):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+    rng = np.random.default_rng(0)
+    batch_size = 6
+    input_size = 8
+    hidden_size = 5
+    seq_len = 4
+    if layout == 'TNC':
+        rnn_data = jnp.asarray(rng.normal(loc=0, scale=1, size=(seq_len, batch_size, input_size)), jnp.float32)
+    elif layout == 'NTC':
+        rnn_data = jnp.asarray(rng.normal(loc=0, scale=1, size=(batch_size, seq_len, input_size)), jnp.float32)
+    else:
+        print("Wrong layout")
+        return
+    valid_length = jnp.asarray(np.round(rng.uniform(low=1, high=seq_len, size=(batch_size))), jnp.float32)
+    state_shape = (batch_size, hidden_size)
+    states = [jnp.asarray(rng.normal(loc=0, scale=1, size=state_shape), jnp.float32) for i in range(num_states)]
+
+    cell = cell_type(hidden_size)
+    if layout == 'TNC':
+        cell.infer_shape(0, rnn_data[0], False)
+        cell.initialize()
+        cell(rnn_data[0], states)
+    else:
+        cell.infer_shape(0, rnn_data[:, 0, :], False)
+        cell.initialize()
+        cell(rnn_data[:, 0, :], states)
+    params1 = cell.collect_params()
+    orig_params1 = {key: np.array(val.data()) for key, val in params1.items()}
+
+    trainer = hybrid.Trainer(params1, 'sgd', {'learning_rate': 0.03})
+    with autograd.record():
+        res1, states1 = cell.unroll(seq_len, rnn_data, states, valid_length=valid_length,
+                                    layout=layout, merge_outputs=True)
+    autograd.backward(res1)
+    trainer.step(batch_size)
+
+    configs = [
+            lambda layer: layer.hybridize()]
+    # We can't pass None to a hybrid block, but it accepts an empty list.
+    # so we use an empty list to represent valid_length if it's None.
+    if valid_length is None:
+        valid_length = []
+    for config in configs:
+        layer = RNNLayer(cell_type, hidden_size, layout)
+        layer.infer_shape(rnn_data)
+        layer.initialize()
+        config(layer)
+        res2, states2 = layer(rnn_data, states, valid_length)
+        params2 = layer.collect_params()
+        for key, val in orig_params1.items():
+            params2['cell.' + key].set_data(val.copy())
+
+        trainer = hybrid.Trainer(params2, 'sgd', {'learning_rate': 0.03})
+        with autograd.record():
+            res2, states2 = layer(rnn_data, states, valid_length)
+        assert_almost_equal(res1, res2, rtol=0.001, atol=0.0001)
+        assert len(states1) == len(states2)
+        for i in range(len(states1)):
+            assert_almost_equal(states1[i], states2[i], rtol=0.001, atol=0.0001)
+        autograd.backward(res2)
+        trainer.step(batch_size)
+
+        for key, val in params1.items():
+            weight1 = val.data()
+            weight2 = params2['cell.' + key].data()
+            assert_almost_equal(weight1, weight2, rtol=0.1, atol=0.1)
