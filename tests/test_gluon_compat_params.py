@@ -249,3 +249,32 @@ def test_constant_takes_gluon_1x_and_2_0_argument_orders():
     with pytest.raises(TypeError, match="value must be array-like"):
         Constant("a", "b")
 
+
+# -- 3. ctx= / device= in the model zoo and SymbolBlock.imports -------------------------------------
+def test_model_zoo_accepts_ctx_and_device():
+    from hybrid import model_zoo
+    device = jax.devices()[0]
+    for net in (model_zoo.get_model("lenet", ctx=device), model_zoo.get_model("mlp", device=device, classes=3),
+                model_zoo.resnet18_v1(ctx=[device], classes=4), model_zoo.get_vgg(11, device=device)):
+        assert isinstance(net, hybrid.HybridBlock)
+    assert net.output.weight.shape[0] == 1000 and model_zoo.resnet18_v1(ctx=device, classes=4).output.weight.shape[0] == 4
+    with pytest.raises(TypeError, match="ctx must be a jax.Device"):
+        model_zoo.get_model("lenet", ctx="gpu(0)")
+    with pytest.raises(ValueError, match="no pretrained weights"):
+        model_zoo.get_model("alexnet", pretrained=True, ctx=device)
+
+
+def test_symbolblock_imports_accepts_ctx(tmp_path):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(2, in_units=3))
+    net.initialize(init.Constant(0.5))
+    net.hybridize()
+    x = np.ones((1, 3), np.float32)
+    net(x)
+    symbol_file, param_file = net.export(str(tmp_path / "net"))
+    device = jax.devices()[-1]
+    for block in (hybrid.SymbolBlock.imports(symbol_file, ["data"], param_file, ctx=device),
+                  hybrid.SymbolBlock.imports(symbol_file, ["data"], param_file, device)):
+        weight = block.collect_params()["0.weight"]
+        assert weight.list_ctx() == [device]
+        np.testing.assert_allclose(np.asarray(block(x)), np.full((1, 2), 1.5))  # 3 * 0.5 and a zero bias

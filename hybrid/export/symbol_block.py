@@ -168,16 +168,18 @@ class SymbolBlock(HybridBlock):
     @classmethod
     def imports(cls, symbol_file: str | os.PathLike, input_names: str | Sequence[str] | None = None,
                 param_file: str | os.PathLike | None = None, device: Any = None, allow_missing: bool = False,
-                ignore_extra: bool = False) -> "SymbolBlock":
+                ignore_extra: bool = False, ctx: Any = None) -> "SymbolBlock":
         """Rebuild a block from ``symbol_file`` (hybrid's ``-symbol.json`` or MXNet's) and ``param_file``.
 
         ``input_names`` orders the data inputs of ``forward`` (for hybrid files
         ``'data'`` for one input, ``'data0'``, ``'data1'``, ... for several; None keeps the
         file's order; for MXNet files the names of the data variables, default ``['data']``).
-        Without ``param_file`` the parameters start uninitialised. Raises FormatError for
-        corrupted, forged or unsupported files, and for a parameter file other than the
-        one exported with the symbol file, naming what is wrong.
+        Without ``param_file`` the parameters start uninitialised. ``device`` (Gluon 1.x: ``ctx``;
+        the fourth positional argument in both), a ``jax.Device``, receives the loaded parameters.
+        Raises FormatError for corrupted, forged or unsupported files, and for a parameter file other
+        than the one exported with the symbol file, naming what is wrong.
         """
+        device = ctx if device is None else device
         kind, doc = read_symbol_file(symbol_file)
         where = f"symbol file {os.fspath(symbol_file)!r}"
         names = [input_names] if isinstance(input_names, str) else input_names

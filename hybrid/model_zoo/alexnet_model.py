@@ -42,8 +42,8 @@ class AlexNet(HybridBlock):
         return self.output(self.features(x))
 
 
-def alexnet(pretrained: bool = False, root: Any = None, **kwargs: Any) -> AlexNet:
-    """AlexNet; ``kwargs`` go to :class:`AlexNet`. Raises ValueError for ``pretrained=True`` (``root`` is
-    accepted and ignored: no weights are downloaded)."""
-    no_pretrained("alexnet", pretrained, root)
+def alexnet(pretrained: bool = False, root: Any = None, ctx: Any = None, device: Any = None, **kwargs: Any) -> AlexNet:
+    """AlexNet; ``kwargs`` go to :class:`AlexNet`. Raises ValueError for ``pretrained=True`` (``root``, ``ctx``
+    and ``device`` are accepted without effect: no weights are downloaded)."""
+    no_pretrained("alexnet", pretrained, root, ctx, device)
     return AlexNet(**kwargs)

@@ -72,15 +72,15 @@ class LeNet(HybridBlock):
         return self.output(self.features(x))
 
 
-def mlp(pretrained: bool = False, root: Any = None, **kwargs: Any) -> MLP:
+def mlp(pretrained: bool = False, root: Any = None, ctx: Any = None, device: Any = None, **kwargs: Any) -> MLP:
     """An :class:`MLP` (hidden layers 256 and 128, 10 classes by default). ``pretrained=True`` raises
-    ValueError (no weights are shipped); ``root`` (Gluon's weight cache directory) is accepted and ignored."""
-    no_pretrained("mlp", pretrained, root)
+    ValueError (no weights are shipped); ``root``, ``ctx`` and ``device`` are accepted without effect."""
+    no_pretrained("mlp", pretrained, root, ctx, device)
     return MLP(**kwargs)
 
 
-def lenet(pretrained: bool = False, root: Any = None, **kwargs: Any) -> LeNet:
+def lenet(pretrained: bool = False, root: Any = None, ctx: Any = None, device: Any = None, **kwargs: Any) -> LeNet:
     """A :class:`LeNet` (10 classes by default). ``pretrained=True`` raises ValueError (no weights are
-    shipped); ``root`` (Gluon's weight cache directory) is accepted and ignored."""
-    no_pretrained("lenet", pretrained, root)
+    shipped); ``root``, ``ctx`` and ``device`` are accepted without effect."""
+    no_pretrained("lenet", pretrained, root, ctx, device)
     return LeNet(**kwargs)

@@ -73,12 +73,14 @@ class DenseNet(HybridBlock):
         return self.output(self.features(x))
 
 
-def get_densenet(num_layers: int, pretrained: bool = False, root: Any = None, **kwargs: Any) -> DenseNet:
+def get_densenet(num_layers: int, pretrained: bool = False, root: Any = None,
+                 ctx: Any = None, device: Any = None, **kwargs: Any) -> DenseNet:
     """DenseNet-``num_layers`` (121, 161, 169 or 201); ``kwargs`` go to :class:`DenseNet`. Raises
-    ValueError for another depth or ``pretrained=True`` (``root`` is accepted and ignored)."""
+    ValueError for another depth or ``pretrained=True`` (``root``, ``ctx`` and ``device`` are accepted
+    without effect)."""
     if num_layers not in _SPECS:
         raise ValueError(f"get_densenet: num_layers must be one of {sorted(_SPECS)}, got {num_layers!r}")
-    no_pretrained(f"densenet{num_layers}", pretrained, root)
+    no_pretrained(f"densenet{num_layers}", pretrained, root, ctx, device)
     init_features, growth, config = _SPECS[num_layers]
     return DenseNet(init_features, growth, config, **kwargs)
 

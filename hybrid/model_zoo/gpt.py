@@ -104,10 +104,11 @@ class GPTModel(HybridBlock):
         return np.asarray(jax.random.categorical(_random.next_key(), scores, axis=-1), np.int32)
 
 
-def gpt_small(pretrained: bool = False, root: Any = None, **kwargs: Any) -> GPTModel:
+def gpt_small(pretrained: bool = False, root: Any = None,
+              ctx: Any = None, device: Any = None, **kwargs: Any) -> GPTModel:
     """A :class:`GPTModel` with GPT-2 small's sizes by default (vocabulary 50257, 1024 positions, 12 layers of
     768 units, 12 heads; 124,439,808 parameters); pass smaller ``units``, ``num_layers``, ... to shrink it.
-    ``pretrained=True`` raises ValueError (no weights are shipped); ``root`` (Gluon's weight cache directory)
-    is accepted and ignored."""
-    no_pretrained("gpt_small", pretrained, root)
+    ``pretrained=True`` raises ValueError (no weights are shipped); ``root``, ``ctx`` and ``device``
+    are accepted without effect."""
+    no_pretrained("gpt_small", pretrained, root, ctx, device)
     return GPTModel(**kwargs)

@@ -120,8 +120,9 @@ class Inception3(HybridBlock):
         return self.output(self.features(x))
 
 
-def inception_v3(pretrained: bool = False, root: Any = None, **kwargs: Any) -> Inception3:
+def inception_v3(pretrained: bool = False, root: Any = None,
+                 ctx: Any = None, device: Any = None, **kwargs: Any) -> Inception3:
     """Inception v3; ``kwargs`` go to :class:`Inception3`. Raises ValueError for ``pretrained=True``
-    (``root`` is accepted and ignored)."""
-    no_pretrained("inceptionv3", pretrained, root)
+    (``root``, ``ctx`` and ``device`` are accepted without effect)."""
+    no_pretrained("inceptionv3", pretrained, root, ctx, device)
     return Inception3(**kwargs)

@@ -84,10 +84,11 @@ class MobileNet(HybridBlock):
         return self.output(self.features(x))
 
 
-def get_mobilenet(multiplier: float, pretrained: bool = False, root: Any = None, **kwargs: Any) -> MobileNet:
+def get_mobilenet(multiplier: float, pretrained: bool = False, root: Any = None,
+                  ctx: Any = None, device: Any = None, **kwargs: Any) -> MobileNet:
     """MobileNet with width ``multiplier``; ``kwargs`` go to :class:`MobileNet`. Raises ValueError for
-    ``pretrained=True`` (``root`` is accepted and ignored)."""
-    no_pretrained(f"mobilenet{multiplier}", pretrained, root)
+    ``pretrained=True`` (``root``, ``ctx`` and ``device`` are accepted without effect)."""
+    no_pretrained(f"mobilenet{multiplier}", pretrained, root, ctx, device)
     return MobileNet(multiplier, **kwargs)
 
 
@@ -160,10 +161,11 @@ class MobileNetV2(HybridBlock):
         return self.output(self.features(x))
 
 
-def get_mobilenet_v2(multiplier: float, pretrained: bool = False, root: Any = None, **kwargs: Any) -> MobileNetV2:
+def get_mobilenet_v2(multiplier: float, pretrained: bool = False, root: Any = None,
+                     ctx: Any = None, device: Any = None, **kwargs: Any) -> MobileNetV2:
     """MobileNetV2 with width ``multiplier``; ``kwargs`` go to :class:`MobileNetV2`. Raises ValueError
-    for ``pretrained=True``; ``root`` (Gluon's weight cache directory) is accepted and ignored."""
-    no_pretrained(f"mobilenetv2_{multiplier}", pretrained, root)
+    for ``pretrained=True``; ``root``, ``ctx`` and ``device`` are accepted without effect."""
+    no_pretrained(f"mobilenetv2_{multiplier}", pretrained, root, ctx, device)
     return MobileNetV2(multiplier, **kwargs)
 
 

@@ -36,7 +36,8 @@ def get_model(name: str, **kwargs: Any) -> HybridBlock:
     ``'vgg16_bn'``, ``'mobilenet1.0'``, ``'mobilenetv2_1.0'``, ``'alexnet'``, ``'densenet121'``,
     ``'squeezenet1.1'``, ``'cifar_resnet20_v1'``, ``'lenet'``, ``'mlp'``,
     ``'transformer_classifier'``, ``'gpt_small'``; ``kwargs`` go to its constructor (``classes=10``,
-    ``stem='cifar'``, ...). Raises ValueError for an unknown name, listing the available ones."""
+    ``stem='cifar'``, ...; Gluon's ``pretrained``, ``root``, ``ctx`` and ``device`` too). Raises ValueError for
+    an unknown name, listing the available ones."""
     key = name.lower() if isinstance(name, str) else name
     if key not in _MODELS:
         close = difflib.get_close_matches(str(key), _MODELS, n=3)

@@ -212,31 +212,32 @@ _BLOCKS = {(1, "basic"): BasicBlockV1, (1, "bottleneck"): BottleneckV1,
            (2, "basic"): BasicBlockV2, (2, "bottleneck"): BottleneckV2}
 
 
-def get_resnet(version: int, num_layers: int, pretrained: bool = False, root: Any = None, **kwargs: Any) -> _ResNet:
+def get_resnet(version: int, num_layers: int, pretrained: bool = False, root: Any = None,
+               ctx: Any = None, device: Any = None, **kwargs: Any) -> _ResNet:
     """ResNet ``version`` (1 or 2) with ``num_layers`` in 18, 34, 50, 101, 152; ``kwargs`` go to
     :class:`ResNetV1` / :class:`ResNetV2` (``classes``, ``stem``, ``thumbnail``, ``in_channels``).
     Raises ValueError for other versions or depths, and for ``pretrained=True`` (no weights are shipped);
-    ``root`` (Gluon's weight cache directory) is accepted and ignored."""
+    ``root``, ``ctx`` and ``device`` are accepted without effect."""
     if version not in (1, 2):
         raise ValueError(f"get_resnet: version must be 1 or 2, got {version!r}")
     if num_layers not in _IMAGENET_SPECS:
         raise ValueError(f"get_resnet: num_layers must be one of {sorted(_IMAGENET_SPECS)}, got {num_layers!r}")
-    no_pretrained(f"resnet{num_layers}_v{version}", pretrained, root)
+    no_pretrained(f"resnet{num_layers}_v{version}", pretrained, root, ctx, device)
     kind, layers, channels = _IMAGENET_SPECS[num_layers]
     return (ResNetV1, ResNetV2)[version - 1](_BLOCKS[version, kind], layers, channels, **kwargs)
 
 
-def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False, root: Any = None,
-                     **kwargs: Any) -> _ResNet:
+def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False, root: Any = None, ctx: Any = None,
+                     device: Any = None, **kwargs: Any) -> _ResNet:
     """The CIFAR ResNets of He et al. (2015, section 4.2): ``num_layers = 6n + 2``, three stages of ``n``
     basic blocks with 16, 32 and 64 channels, a CIFAR stem and 10 classes by default. Shortcuts that change
     shape are 1x1 projections (the paper's option B). Raises ValueError when ``num_layers`` is not 6n + 2, and
-    for ``pretrained=True``; ``root`` (Gluon's weight cache directory) is accepted and ignored."""
+    for ``pretrained=True``; ``root``, ``ctx`` and ``device`` are accepted without effect."""
     if version not in (1, 2):
         raise ValueError(f"get_cifar_resnet: version must be 1 or 2, got {version!r}")
     if not isinstance(num_layers, int) or num_layers < 8 or (num_layers - 2) % 6:
         raise ValueError(f"get_cifar_resnet: num_layers must be 6n + 2 (20, 32, 44, 56, 110, ...), got {num_layers!r}")
-    no_pretrained(f"cifar_resnet{num_layers}_v{version}", pretrained, root)
+    no_pretrained(f"cifar_resnet{num_layers}_v{version}", pretrained, root, ctx, device)
     kwargs.setdefault("classes", 10)
     kwargs.setdefault("stem", "cifar")
     n = (num_layers - 2) // 6

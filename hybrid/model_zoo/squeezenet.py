@@ -66,10 +66,11 @@ class SqueezeNet(HybridBlock):
         return self.output(self.features(x))
 
 
-def get_squeezenet(version: str, pretrained: bool = False, root: Any = None, **kwargs: Any) -> SqueezeNet:
+def get_squeezenet(version: str, pretrained: bool = False, root: Any = None,
+                   ctx: Any = None, device: Any = None, **kwargs: Any) -> SqueezeNet:
     """SqueezeNet ``version``; ``kwargs`` go to :class:`SqueezeNet`. Raises ValueError for
-    ``pretrained=True`` (``root`` is accepted and ignored)."""
-    no_pretrained(f"squeezenet{version}", pretrained, root)
+    ``pretrained=True`` (``root``, ``ctx`` and ``device`` are accepted without effect)."""
+    no_pretrained(f"squeezenet{version}", pretrained, root, ctx, device)
     return SqueezeNet(version, **kwargs)
 
 

@@ -109,9 +109,10 @@ class TransformerClassifier(HybridBlock):
         return self.output(pooled)
 
 
-def transformer_classifier(pretrained: bool = False, root: Any = None, **kwargs: Any) -> TransformerClassifier:
+def transformer_classifier(pretrained: bool = False, root: Any = None,
+                           ctx: Any = None, device: Any = None, **kwargs: Any) -> TransformerClassifier:
     """A :class:`TransformerClassifier` (2 layers of 128 units, 4 heads, vocabulary 10000, 2 classes by
-    default). ``pretrained=True`` raises ValueError (no weights are shipped); ``root`` (Gluon's weight cache
-    directory) is accepted and ignored."""
-    no_pretrained("transformer_classifier", pretrained, root)
+    default). ``pretrained=True`` raises ValueError (no weights are shipped); ``root``, ``ctx`` and
+    ``device`` are accepted without effect."""
+    no_pretrained("transformer_classifier", pretrained, root, ctx, device)
     return TransformerClassifier(**kwargs)

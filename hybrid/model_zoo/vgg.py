@@ -102,14 +102,14 @@ class VGG(HybridBlock):
         return self.output(self.features(x))
 
 
-def get_vgg(num_layers: int, pretrained: bool = False, batch_norm: bool = False, root: Any = None,
-            **kwargs: Any) -> VGG:
+def get_vgg(num_layers: int, pretrained: bool = False, batch_norm: bool = False, root: Any = None, ctx: Any = None,
+            device: Any = None, **kwargs: Any) -> VGG:
     """VGG with ``num_layers`` in 11, 13, 16, 19; ``kwargs`` go to :class:`VGG` (``classes``,
-    ``in_channels``). Raises ValueError for other depths and for ``pretrained=True``; ``root`` (Gluon's weight
-    cache directory) is accepted and ignored."""
+    ``in_channels``). Raises ValueError for other depths and for ``pretrained=True``; ``root``, ``ctx`` and
+    ``device`` are accepted without effect."""
     if num_layers not in _SPECS:
         raise ValueError(f"get_vgg: num_layers must be one of {sorted(_SPECS)}, got {num_layers!r}")
-    no_pretrained(f"vgg{num_layers}{'_bn' if batch_norm else ''}", pretrained, root)
+    no_pretrained(f"vgg{num_layers}{'_bn' if batch_norm else ''}", pretrained, root, ctx, device)
     layers, filters = _SPECS[num_layers]
     return VGG(layers, filters, batch_norm=batch_norm, **kwargs)
 

@@ -56,6 +56,17 @@ def _upcast(value: jax.Array) -> jax.Array:
     return value.astype(jnp.float32) if _low_precision(value.dtype) else value
 
 
+def _alias(optimizer: Any, name: str, value: Any, default: Any, old_name: str, old_value: Any) -> Any:
+    """``value``, or ``old_value`` given under MXNet 1.x's name ``old_name``; ValueError when both were
+    given (``value`` is not ``default``) and differ."""
+    if old_value is None:
+        return value
+    if value != default and value != old_value:
+        raise ValueError(f"{type(optimizer).__name__}: {old_name}={old_value} (MXNet 1.x's name of {name}) "
+                         f"contradicts {name}={value}; give one of them")
+    return old_value
+
+
 class Optimizer:
     """Base optimizer.
 
@@ -65,11 +76,15 @@ class Optimizer:
         rescale_grad: multiplies gradients (Trainer sets it to ``1 / batch_size``).
         clip_gradient: clip rescaled gradients to ``[-clip, clip]`` when set.
         lr_scheduler: callable ``num_update -> learning rate``.
+        aggregate_num, use_fused_step: Gluon 2.0's choices of how many parameters one MXNet kernel
+            updates and whether to use fused kernels; accepted and ignored, since the Trainer compiles
+            the update of all parameters into one XLA program.
     """
 
     def __init__(self, learning_rate: float = 0.01, wd: float = 0.0, rescale_grad: float = 1.0,
                  clip_gradient: float | None = None, lr_scheduler: Callable[[int], float] | None = None,
-                 begin_num_update: int = 0, multi_precision: bool = False, param_dict: Any = None):
+                 begin_num_update: int = 0, multi_precision: bool = False, param_dict: Any = None,
+                 aggregate_num: int | None = None, use_fused_step: bool | None = None):
         if learning_rate is not None:
             learning_rate = _finite(self, "learning_rate", learning_rate, minimum=0.0)
         if clip_gradient is not None and _finite(self, "clip_gradient", clip_gradient) <= 0:

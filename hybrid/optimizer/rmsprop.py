@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .optimizer import Optimizer, register
+from .optimizer import Optimizer, _alias, register
 
 __all__ = ["RMSProp"]
 
@@ -16,11 +16,17 @@ class RMSProp(Optimizer):
     ``centered=True``: ``mean = rho*mean + (1-rho)*g``,
     ``mom = momentum*mom - lr * g / sqrt(var - mean**2 + epsilon)``, ``weight += mom``.
     ``clip_weights`` then clips the weight to ``[-clip_weights, clip_weights]``.
+
+    MXNet 1.x's names are accepted: ``gamma1`` is ``rho`` and ``gamma2`` is ``momentum``. Raises
+    ValueError when both names of one hyperparameter are given with different values.
     """
 
     def __init__(self, learning_rate: float = 0.001, rho: float = 0.9, momentum: float = 0.9,
-                 epsilon: float = 1e-8, centered: bool = False, clip_weights: float | None = None, **kwargs):
+                 epsilon: float = 1e-8, centered: bool = False, clip_weights: float | None = None,
+                 gamma1: float | None = None, gamma2: float | None = None, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
+        rho = _alias(self, "rho", rho, 0.9, "gamma1", gamma1)
+        momentum = _alias(self, "momentum", momentum, 0.9, "gamma2", gamma2)
         if not 0.0 <= rho < 1.0:
             raise ValueError(f"RMSProp: rho must be in [0, 1), got {rho}")
         if clip_weights is not None and clip_weights <= 0:
