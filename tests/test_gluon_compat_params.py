@@ -1,6 +1,10 @@
 """Gluon's ParameterDict on what collect_params() returns (a dict subclass with initialize, setattr, zero_grad,
 reset_ctx, list_ctx, save, load and a refusing update), Parameter.list_ctx, and Gluon 1.x block construction:
 name_scope(), prefix= and params= on every Block, and Constant(name, value)."""
+import os
+import subprocess
+import sys
+
 import jax
 import numpy as np
 import pytest
@@ -96,6 +100,32 @@ def test_parameter_initialize_places_data_on_the_given_device():
     deferred.initialize(device=device)
     deferred(np.ones((1, 3), np.float32))
     assert deferred.weight.data().devices() == {device}
+
+
+TWO_DEVICES = """
+import jax, numpy as np
+from hybrid import init, nn
+d0, d1 = jax.devices()[:2]
+net = nn.HybridSequential()
+net.add(nn.Dense(3, in_units=2), nn.Dense(1))
+net.initialize(init.One(), ctx=d1)
+out = np.asarray(net(np.array([[1.0, 2.0]], np.float32)))
+params = net.collect_params()
+print(params["0.weight"].list_ctx() == [d1], params["1.weight"].data().devices() == {d1}, out.tolist())
+net[0].collect_params().reset_ctx(d0)
+print(params.list_ctx() == [d0, d1], params["0.weight"].data().devices() == {d0})
+"""
+
+
+def test_initialize_and_reset_ctx_place_parameters_on_another_device():
+    """Two CPU devices in a subprocess: initialize(ctx=second) puts the data (deferred too) on the second,
+    reset_ctx moves a selection back, list_ctx lists both."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", TWO_DEVICES], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # ones weights, zero biases: x = (1, 2) -> (3, 3, 3) -> 9
+    assert out.stdout.split("\n")[:2] == ["True True [[9.0]]", "True True"]
 
 
 def test_update_refuses_a_name_bound_to_another_parameter():
