@@ -593,6 +593,7 @@ def test_unroll_valid_length_matches_numpy(rng):
 
 def test_new_cells_bad_arguments_name_the_cell():
     bad = [(lambda: rnn.LSTMPCell(4, 0), ValueError, "LSTMPCell: projection_size must be a positive integer"),
+           (lambda: rnn.LSTM(4, projection_size=0), ValueError, "LSTM: projection_size must be a positive integer"),
            (lambda: rnn.VariationalDropoutCell(rnn.RNNCell(2), drop_inputs=1.0), ValueError,
             r"VariationalDropoutCell: drop_inputs must be in \[0, 1\)"),
            (lambda: rnn.VariationalDropoutCell(rnn.BidirectionalCell(rnn.RNNCell(2), rnn.RNNCell(2)),
@@ -633,3 +634,50 @@ def test_new_cells_bad_inputs_name_the_cell():
         rnn.GRUCell(3).unroll(2, np.ones((2, 2, 3), np.float32), valid_length=[1, 2, 3])
     with pytest.raises(ValueError, match=r"GRUCell.unroll: valid_length must lie in \[0, 2\], got \[1, 3\]"):
         rnn.GRUCell(3).unroll(2, np.ones((2, 2, 3), np.float32), valid_length=[1, 3])
+
+
+def _projected_lstm_layers(xp, x, a, h0, c0, layers=2, directions="lr"):
+    """A stacked bidirectional LSTM with projection on x (T, N, C) from the cell equations (numpy/jax.numpy)."""
+    hs, cs = [], []
+    for layer in range(layers):
+        outputs = []
+        for d, direction in enumerate(directions):
+            p = {k: a[f"{direction}{layer}_{k}"] for k in ("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias",
+                                                           "h2r_weight")}
+            index = layer * len(directions) + d
+            r, c, ys = h0[index], c0[index], [None] * x.shape[0]
+            for t in (range(x.shape[0]) if direction == "l" else reversed(range(x.shape[0]))):
+                r, (_, c) = _lstmp_step(xp, x[t], r, c, p)
+                ys[t] = r
+            outputs.append(xp.stack(ys))
+            hs.append(r)
+            cs.append(c)
+        x = xp.concatenate(outputs, axis=-1)
+    return x, xp.stack(hs), xp.stack(cs)
+
+
+def test_lstm_projection_layer_matches_numpy_and_jax_grad(rng):
+    net = rnn.LSTM(4, num_layers=2, bidirectional=True, projection_size=2, layout="NTC")
+    net.initialize(init.Normal(0.5))
+    assert net.l0_h2h_weight.shape == (16, 2) and net.r1_h2r_weight.shape == (2, 4)
+    assert net.l1_i2h_weight.shape == (16, 4)  # both directions' projections
+    assert net.state_info(N) == [{"shape": (4, N, 2), "__layout__": "LNC"}, {"shape": (4, N, 4), "__layout__": "LNC"}]
+    x = rng.standard_normal((N, T, C)).astype(np.float32)
+    states = [rng.standard_normal(info["shape"]).astype(np.float32) for info in net.state_info(N)]
+    net.hybridize()
+    out, heads, grads = run_all(net, (x, states))
+    a = {n: np.asarray(p.data(), np.float64) for n, p in net.collect_params().items()}
+    ref = _projected_lstm_layers(np, x.swapaxes(0, 1).astype(np.float64), a, states[0], states[1])
+    assert out[0].shape == (N, T, 4)
+    for got, expected in zip(out, (ref[0].swapaxes(0, 1),) + ref[1:]):
+        assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+    def loss(a):
+        y, h, c = _projected_lstm_layers(jnp, jnp.asarray(x).swapaxes(0, 1), a, jnp.asarray(states[0]),
+                                         jnp.asarray(states[1]))
+        return sum((leaf * head).sum() for leaf, head in zip((y.swapaxes(0, 1), h, c), heads))
+
+    expected = jax.jit(jax.grad(loss))({n: jnp.asarray(p.data()) for n, p in net.collect_params().items()})
+    assert grads.keys() == expected.keys()
+    for name, grad in grads.items():
+        assert_close(grad, expected[name], rtol=1e-4, atol=1e-5)

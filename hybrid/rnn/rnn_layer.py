@@ -6,6 +6,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import autograd
 from .. import random as _random
@@ -49,17 +50,23 @@ class _RNNLayer(HybridBlock):
     Per layer ``i`` and direction (``l`` forward, ``r`` reverse) it holds ``{d}{i}_i2h_weight``
     ``(G*hidden_size, in)``, ``{d}{i}_h2h_weight`` ``(G*hidden_size, hidden_size)``, ``{d}{i}_i2h_bias`` and
     ``{d}{i}_h2h_bias`` ``(G*hidden_size,)``, G the number of gates; ``in`` is ``input_size`` for layer 0
-    (0: inferred at the first call) and ``hidden_size * directions`` above.
+    (0: inferred at the first call) and ``hidden_size * directions`` above. An LSTM with ``projection_size``
+    P also holds ``{d}{i}_h2r_weight (P, hidden_size)``; its ``h2h_weight`` is ``(4*hidden_size, P)`` and the
+    layers above the first take ``P * directions`` features.
     """
 
     _mode: str  # a key of layer_ops.RNN_GATES, set by subclasses
+    _projection_size: int | None = None
 
     def __init__(self, hidden_size: int, num_layers: int = 1, layout: str = "TNC", dropout: float = 0.0,
                  bidirectional: bool = False, input_size: int = 0, i2h_weight_initializer: Any = None,
                  h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
-                 h2h_bias_initializer: Any = "zeros", dtype: Any = "float32"):
+                 h2h_bias_initializer: Any = "zeros", dtype: Any = "float32", projection_size: int | None = None,
+                 h2r_weight_initializer: Any = None):
         super().__init__()
         name = type(self).__name__
+        if projection_size is not None:
+            self._projection_size = check_positive_int(name, "projection_size", projection_size)
         self._hidden_size = check_positive_int(name, "hidden_size", hidden_size)
         self._num_layers = check_positive_int(name, "num_layers", num_layers)
         input_size = check_non_negative_int(name, "input_size", input_size)
@@ -69,24 +76,34 @@ class _RNNLayer(HybridBlock):
         self._directions = ("l", "r") if bidirectional else ("l",)
         rows = layer_ops.RNN_GATES[self._mode] * hidden_size
         inits = {"i2h_weight": i2h_weight_initializer, "h2h_weight": h2h_weight_initializer,
-                 "i2h_bias": i2h_bias_initializer, "h2h_bias": h2h_bias_initializer}
-        in_size = input_size
+                 "i2h_bias": i2h_bias_initializer, "h2h_bias": h2h_bias_initializer,
+                 "h2r_weight": h2r_weight_initializer}
+        in_size, out_size = input_size, self._output_size
         for layer in range(num_layers):
-            shapes = {"i2h_weight": (rows, in_size), "h2h_weight": (rows, hidden_size), "i2h_bias": (rows,),
+            shapes = {"i2h_weight": (rows, in_size), "h2h_weight": (rows, out_size), "i2h_bias": (rows,),
                       "h2h_bias": (rows,)}
+            if self._projection_size:
+                shapes["h2r_weight"] = (out_size, hidden_size)
             for d in self._directions:
                 for kind, shape in shapes.items():
                     setattr(self, f"{d}{layer}_{kind}", Parameter(f"{d}{layer}_{kind}", shape=shape, dtype=dtype,
                                                                   init=inits[kind], allow_deferred_init=True))
-            in_size = hidden_size * len(self._directions)
+            in_size = out_size * len(self._directions)
 
     def _param(self, direction: str, layer: int, kind: str) -> jax.Array:
         return getattr(self, f"{direction}{layer}_{kind}").data()
 
+    @property
+    def _output_size(self) -> int:
+        """Features of each direction's output and ``h`` state: ``projection_size`` if given, else hidden_size."""
+        return self._projection_size or self._hidden_size
+
     def state_info(self, batch_size: int = 0) -> list[dict]:
-        """Shapes of the states: ``(num_layers * directions, batch_size, hidden_size)``, layout ``'LNC'``."""
-        shape = (self._num_layers * len(self._directions), batch_size, self._hidden_size)
-        return [{"shape": shape, "__layout__": "LNC"} for _ in range(2 if self._mode == "lstm" else 1)]
+        """Shapes of the states: ``(num_layers * directions, batch_size, hidden_size)``, layout ``'LNC'``
+        (with ``projection_size``, the LSTM's ``h`` has ``projection_size`` features)."""
+        layers = self._num_layers * len(self._directions)
+        sizes = [self._output_size] + ([self._hidden_size] if self._mode == "lstm" else [])
+        return [{"shape": (layers, batch_size, size), "__layout__": "LNC"} for size in sizes]
 
     def begin_state(self, batch_size: int = 0, func: Callable = jnp.zeros, ctx: Any = None, device: Any = None,
                     **kwargs: Any) -> list:
@@ -129,9 +146,13 @@ class _RNNLayer(HybridBlock):
             for d, direction in enumerate(self._directions):
                 index = layer * len(self._directions) + d
                 p = lambda kind: self._param(direction, layer, kind)  # noqa: E731
-                y, h, c = layer_ops.rnn_layer(x, h0[index], None if c0 is None else c0[index], p("i2h_weight"),
-                                              p("h2h_weight"), p("i2h_bias"), p("h2h_bias"), mode=self._mode,
-                                              reverse=direction == "r")
+                if self._projection_size:
+                    y, h, c = _projected_lstm(x, h0[index], c0[index], p("i2h_weight"), p("h2h_weight"),
+                                              p("i2h_bias"), p("h2h_bias"), p("h2r_weight"), direction == "r")
+                else:
+                    y, h, c = layer_ops.rnn_layer(x, h0[index], None if c0 is None else c0[index], p("i2h_weight"),
+                                                  p("h2h_weight"), p("i2h_bias"), p("h2h_bias"), mode=self._mode,
+                                                  reverse=direction == "r")
                 outputs.append(y)
                 new_h.append(h)
                 new_c.append(c)
@@ -142,10 +163,27 @@ class _RNNLayer(HybridBlock):
 
     def __repr__(self) -> str:
         in_size = self.l0_i2h_weight.shape[1] or None
-        extras = f", num_layers={self._num_layers}" if self._num_layers > 1 else ""
+        extras = f", projection_size={self._projection_size}" if self._projection_size else ""
+        extras += f", num_layers={self._num_layers}" if self._num_layers > 1 else ""
         extras += ", bidirectional" if len(self._directions) == 2 else ""
         extras += f", dropout={self._dropout}" if self._dropout else ""
         return f"{type(self).__name__}({in_size} -> {self._hidden_size}, {self._layout}{extras})"
+
+
+def _projected_lstm(x, r0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, h2r_weight, reverse: bool):
+    """One direction of an LSTM layer with a projection over ``x (T, N, C)``: the recurrent state and the
+    output are ``r = W_hr (o * tanh(c))``. Returns ``(outputs (T, N, P), r, c)``."""
+    x_proj = layer_ops.dense(x, i2h_weight, i2h_bias, flatten=False)
+
+    def step(carry, xp):
+        r, c = carry
+        i, f, g, o = jnp.split(xp + r @ h2h_weight.T + h2h_bias, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        r = (jax.nn.sigmoid(o) * jnp.tanh(c)) @ h2r_weight.T
+        return (r, c), r
+
+    (r, c), ys = lax.scan(step, (r0, c0), x_proj, reverse=reverse)
+    return ys, r, c
 
 
 _LAYER_DOC = """
@@ -188,9 +226,21 @@ class RNN(_RNNLayer):
 class LSTM(_RNNLayer):
     __doc__ = ("Long short-term memory layer (Hochreiter and Schmidhuber, 1997) with MXNet's gate order "
                "i, f, g, o (G = 4): ``c_t = f * c_(t-1) + i * g``, ``h_t = o * tanh(c_t)``, i, f, o sigmoid, "
-               "g tanh of ``W_ih x_t + b_ih + W_hh h_(t-1) + b_hh``. States are ``[h, c]``." + _LAYER_DOC)
+               "g tanh of ``W_ih x_t + b_ih + W_hh h_(t-1) + b_hh``. States are ``[h, c]``. With "
+               "``projection_size`` P (Sak et al., 2014; ``h2r_weight_initializer`` initialises ``W_hr``), the "
+               "output and the state fed back are ``r_t = W_hr h_t`` (P features, so the ``h`` state is "
+               "``(num_layers * directions, N, P)``), as :class:`LSTMPCell` computes." + _LAYER_DOC)
 
     _mode = "lstm"
+
+    def __init__(self, hidden_size: int, num_layers: int = 1, layout: str = "TNC", dropout: float = 0.0,
+                 bidirectional: bool = False, input_size: int = 0, i2h_weight_initializer: Any = None,
+                 h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
+                 h2h_bias_initializer: Any = "zeros", projection_size: int | None = None,
+                 h2r_weight_initializer: Any = None, dtype: Any = "float32"):
+        super().__init__(hidden_size, num_layers, layout, dropout, bidirectional, input_size,
+                         i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
+                         h2h_bias_initializer, dtype, projection_size, h2r_weight_initializer)
 
 
 class GRU(_RNNLayer):

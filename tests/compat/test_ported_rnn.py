@@ -746,3 +746,81 @@ def test_unroll(cell_type, num_states, layout):
             weight1 = val.data()
             weight2 = params2['cell.' + key].data()
             assert_almost_equal(weight1, weight2, rtol=0.1, atol=0.1)
+
+
+def _check_rnn_states(fused_states, stack_states, num_layers, bidirectional=False, is_lstm=True):
+    """MXNet's ``check_rnn_states`` (test_gluon_rnn.py)."""
+    import numpy as np
+    directions = 2 if bidirectional else 1
+    assert len(stack_states) / len(fused_states) == num_layers * directions
+
+    fused_states = [np.asarray(state) for state in fused_states]
+    stack_states = [np.expand_dims(np.asarray(state), axis=0) for state in stack_states]
+    if is_lstm:
+        stack_states_h = stack_states[0::2]
+        stack_states_c = stack_states[1::2]
+        stack_states = [np.concatenate(stack_states_h, axis=0), np.concatenate(stack_states_c, axis=0)]
+    else:
+        stack_states = [np.concatenate(stack_states, axis=0)]
+
+    for f, s in zip(fused_states, stack_states):
+        assert f.shape == s.shape
+        np.testing.assert_allclose(f, s, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["unidirectional", "bidirectional"])
+def test_lstmp_fused_layer(bidirectional):
+    """Port of the first test_gluon_rnn.py::test_lstmp (apache/mxnet master), a fused ``LSTM(projection_size=)``
+    against a stack of ``LSTMPCell``; MXNet's file defines ``test_lstmp`` twice, so the second replaces this one
+    and MXNet never runs it. Its two loops are the parameters.
+
+    Documented difference applied (porting-from-gluon.md, gluon.rnn): the layer keeps parameters per layer and
+    direction, not a packed ``rnn_param`` to split with ``split_rnn_params``, so the stack's parameters are
+    copied from the layer's by name. MXNet sets every weight to zero (so both outputs are zero); here they are
+    random, and the shapes are smaller (hidden 512 -> 16, projection 256 -> 8, input 128 -> 12)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    hidden_size, projection_size = 16, 8
+    rtol, atol = 1e-4, 1e-4
+    batch_size, seq_len = 5, 3
+    input_size = 12
+    lstm_input = jnp.asarray(rng.uniform(size=(seq_len, batch_size, input_size)), jnp.float32)
+
+    for num_layers in [1, 3]:
+        fused_layer = rnn.LSTM(hidden_size, projection_size=projection_size,
+                               num_layers=num_layers, layout='TNC', bidirectional=bidirectional)
+
+        stack_layer = rnn.HybridSequentialRNNCell()
+        for _ in range(num_layers):
+            if bidirectional:
+                stack_layer.add(
+                    rnn.BidirectionalCell(rnn.LSTMPCell(hidden_size, projection_size=projection_size),
+                                          rnn.LSTMPCell(hidden_size, projection_size=projection_size)))
+            else:
+                stack_layer.add(rnn.LSTMPCell(hidden_size, projection_size=projection_size))
+        fused_layer.initialize()
+
+        fused_begin_state = fused_layer.begin_state(batch_size)
+        stack_begin_state = stack_layer.begin_state(batch_size=batch_size)
+        fused_layer.infer_shape(lstm_input, fused_begin_state)
+        stack_layer.infer_shape(0, lstm_input, False)
+        stack_layer.initialize()
+        fused_layer_params = fused_layer.collect_params()
+        stack_layer_params = stack_layer.collect_params()
+
+        for name, param in fused_layer_params.items():
+            value = rng.uniform(-0.5, 0.5, size=param.shape).astype(np.float32)
+            param.set_data(value)
+            cur = name.split("_")[0]
+            if bidirectional:
+                stack_layer_params["{}.{}_cell.{}".format(cur[1:], name[0], name[len(cur)+1:])].set_data(value)
+            else:
+                stack_layer_params[name[1:].replace('_', '.', 1)].set_data(value)
+
+        fused_output, fused_states = fused_layer(lstm_input, fused_begin_state)
+        stack_output, stack_states = stack_layer.unroll(seq_len, lstm_input, begin_state=stack_begin_state,
+                                                        layout='TNC',
+                                                        merge_outputs=True)
+
+        np.testing.assert_allclose(np.asarray(fused_output), np.asarray(stack_output), rtol=rtol, atol=atol)
+        _check_rnn_states(fused_states, stack_states, num_layers, bidirectional)
