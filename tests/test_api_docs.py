@@ -50,7 +50,7 @@ def test_signatures_have_no_memory_addresses():
 
 GLUON_MODULES = [hybrid.nn, hybrid.rnn, hybrid.loss, hybrid.lr_scheduler, hybrid.metric, hybrid.init,
                  hybrid.autograd, hybrid.data, hybrid.data.vision, hybrid.data.vision.transforms,
-                 hybrid.data.batchify, hybrid.utils]
+                 hybrid.data.batchify, hybrid.utils, hybrid.estimator, hybrid.amp]
 
 
 @pytest.mark.parametrize("module", GLUON_MODULES, ids=lambda m: m.__name__)
