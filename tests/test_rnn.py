@@ -401,7 +401,7 @@ def test_conv_cell_step_matches_numpy(config, rng):
                               (1,) * len(setup.cfg["i2h_pad"]), setup.cfg["i2h_pad"], setup.cfg["i2h_dilate"], 1))
 
 
-@pytest.mark.parametrize("config", [CONV_CELLS[i] for i in (0, 1, 5)], ids=[CONV_IDS[i] for i in (0, 1, 5)])
+@pytest.mark.parametrize("config", [CONV_CELLS[i] for i in (1, 5)], ids=[CONV_IDS[i] for i in (1, 5)])
 def test_conv_cell_gradients_match_jax_grad(config, rng):
     setup = ConvSetup(config, rng)
     _, heads, grads = run_all(setup.cell, (setup.x, setup.states))
@@ -662,13 +662,13 @@ def test_lstm_projection_layer_matches_numpy_and_jax_grad(rng):
     assert net.l0_h2h_weight.shape == (16, 2) and net.r1_h2r_weight.shape == (2, 4)
     assert net.l1_i2h_weight.shape == (16, 4)  # both directions' projections
     assert net.state_info(N) == [{"shape": (4, N, 2), "__layout__": "LNC"}, {"shape": (4, N, 4), "__layout__": "LNC"}]
-    x = rng.standard_normal((N, T, C)).astype(np.float32)
+    x = rng.standard_normal((N, 2, C)).astype(np.float32)  # 2 steps
     states = [rng.standard_normal(info["shape"]).astype(np.float32) for info in net.state_info(N)]
     net.hybridize()
     out, heads, grads = run_all(net, (x, states))
     a = {n: np.asarray(p.data(), np.float64) for n, p in net.collect_params().items()}
     ref = _projected_lstm_layers(np, x.swapaxes(0, 1).astype(np.float64), a, states[0], states[1])
-    assert out[0].shape == (N, T, 4)
+    assert out[0].shape == (N, 2, 4)
     for got, expected in zip(out, (ref[0].swapaxes(0, 1),) + ref[1:]):
         assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
