@@ -156,7 +156,8 @@ class HybridRecurrentCell(HybridBlock):
             ndim = getattr(inputs, "ndim", 0)
             if ndim < 3 or (rank is not None and ndim != rank + 1):
                 step = "(N, C)" if rank in (None, 2) else f"rank-{rank} (N, C, ...)"
-                raise ShapeError(f"{name}.unroll: expected inputs in layout {layout!r} (rank {(rank or 2) + 1}) "
+                expected = "rank 3 or more" if rank is None else f"rank {rank + 1}"
+                raise ShapeError(f"{name}.unroll: expected inputs in layout {layout!r} ({expected}) "
                                  f"or a list of {step} arrays, got {getattr(inputs, 'shape', type(inputs).__name__)}")
             steps, batch = inputs.shape[layout.find("T")], inputs.shape[layout.find("N")]
         if steps != length:
