@@ -84,37 +84,13 @@ class Run:
         return float(np.mean(pred == y_test))
 
 
-def step_bytes(run: Run) -> int:
-    import jax
-    from hybrid import _lazy
-    captured = {}
-    original = _lazy.Tape._run
-
-    def capture(tape, out_slots, write_cells, donate):
-        key = (tuple(tape.key), tuple(out_slots), donate)
-        chosen = set(donate)
-        captured["args"] = ([tape.input_values[i] for i in donate],
-                            [v for i, v in enumerate(tape.input_values) if i not in chosen])
-        original(tape, out_slots, write_cells, donate)
-        captured["program"] = _lazy._PROGRAMS[key]
-    _lazy.Tape._run = capture
-    try:
-        run.step()
-    finally:
-        _lazy.Tape._run = original
-    specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jax.numpy.result_type(a)),
-                                   captured["args"])
-    analysis = captured["program"].lower(*specs).compile().memory_analysis()
-    return int(analysis.temp_size_in_bytes + analysis.argument_size_in_bytes + analysis.output_size_in_bytes
-               - analysis.alias_size_in_bytes)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     import jax
+    from benchmarks.common import recorded_step_bytes
     from train_digits import load_digits
     data = load_digits(0)
     print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}; {args.steps} steps of batch {BATCH}, Adam")
@@ -134,9 +110,9 @@ def main() -> None:
                 jax.block_until_ready(out)
                 times[p].append((time.perf_counter() - start) / 20 * 1e3)
         base_time = statistics.median(times["float32"])
-        base_bytes = step_bytes(runs["float32"])
+        base_bytes = recorded_step_bytes(runs["float32"].step)
         for p, run in runs.items():
-            ms, nbytes = statistics.median(times[p]), step_bytes(run)
+            ms, nbytes = statistics.median(times[p]), recorded_step_bytes(run.step)
             print(f"{name:5s} {p:9s} {run.accuracy():12.4f} {str(run.nan):>4s} {ms:8.3f} {ms / base_time:6.2f} "
                   f"{nbytes:11d} {nbytes / base_bytes:6.2f}")
 

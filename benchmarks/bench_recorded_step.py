@@ -131,25 +131,10 @@ def xla_bytes(program, *args) -> int:
 
 def recorded_program_bytes(variant: str) -> int:
     """XLA's memory figure of a recorded step's program, as compiled by the recorder."""
-    from hybrid import _lazy
-    captured = {}
-    run_program = _lazy.Tape._run
-
-    def capture(tape, out_slots, write_cells, donate):
-        key = (tuple(tape.key), tuple(out_slots), donate)
-        chosen = set(donate)
-        captured["args"] = ([tape.input_values[i] for i in donate],
-                            [v for i, v in enumerate(tape.input_values) if i not in chosen])
-        run_program(tape, out_slots, write_cells, donate)
-        captured["program"] = _lazy._PROGRAMS[key]
-    _lazy.Tape._run = capture
-    try:
-        run = hybrid_step(variant)
-        run()
-        run()
-    finally:
-        _lazy.Tape._run = run_program
-    return xla_bytes(captured["program"], *captured["args"])
+    from benchmarks.common import recorded_step_bytes
+    run = hybrid_step(variant)
+    run()
+    return recorded_step_bytes(run)
 
 
 def main() -> None:
