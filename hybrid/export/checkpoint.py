@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import json
 import math
 import os
 import re

@@ -91,7 +91,7 @@ class Sequential(_SequentialMixin, Block):
         """Hybridize the children; warns when all of them are HybridBlocks (HybridSequential compiles the
         whole stack as one program)."""
         if active and self._children and all(isinstance(c, HybridBlock) for c in self._children.values()):
-            warnings.warn(f"all children of this Sequential are HybridBlocks: use nn.HybridSequential to compile "
+            warnings.warn("all children of this Sequential are HybridBlocks: use nn.HybridSequential to compile "
                           "them as one program", stacklevel=2)
         super().hybridize(active, **kwargs)
 

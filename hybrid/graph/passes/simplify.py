@@ -7,7 +7,6 @@ one op. ``stop_gradient`` is never removed: the graph is differentiated after th
 """
 from __future__ import annotations
 
-import numpy as np
 
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, is_scalar_const
