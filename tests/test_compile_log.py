@@ -15,10 +15,9 @@ def restore_logging():
     root = logging.getLogger("hybrid")
     level, handlers, limit = root.level, list(root.handlers), compile_log.recompile_limit()
     yield
+    compile_log.set_verbosity(recompile_limit=limit)
     root.setLevel(level)
     root.handlers[:] = handlers
-    compile_log.set_verbosity(level or logging.WARNING, recompile_limit=limit)
-    root.setLevel(level)
 
 
 def make_net():

@@ -257,3 +257,13 @@ def test_progress_bar_draws_with_tqdm(capsys):
     assert "epoch 0: 100%" in err and "4/4" in err and "samples/s=" in err
     with pytest.raises(ValueError, match="style"):
         estimator.ProgressBar(style="fancy")
+
+
+def test_a_failed_fit_releases_its_progress_bar_and_compile_lines():
+    compile_logger = logging.getLogger("hybrid.compile")
+    handlers, level = list(compile_logger.handlers), compile_logger.level
+    train, _ = loaders()
+    bad = list(train)[:2] + [np.ones((2, 6), np.float32)]  # the third batch has no label
+    with pytest.raises(ValueError, match=r"a batch must be \(data, label\)"):
+        make_estimator().fit(bad, epochs=1, event_handlers=[estimator.ProgressBar(style="lines")])
+    assert compile_logger.handlers == handlers and compile_logger.level == level

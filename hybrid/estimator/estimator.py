@@ -180,14 +180,19 @@ class Estimator:
             for kind in (TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, TrainEnd))
         for m in self.train_metrics:  # running values per batch, recorded as the metrics read them
             m.batch_values = self.history.batch.setdefault(m.name, [])
-        for h in train_begin:
-            h.train_begin(self)
         try:
+            for h in train_begin:
+                h.train_begin(self)
             self._train(train_data, val_data, epoch_begin, batch_begin, batch_end, epoch_end)
         finally:
             for m in self.train_metrics:
                 m.get()  # reads what the metrics still hold
                 m.batch_values = None
+            failed = sys.exc_info()[0] is not None
+            for h in handlers if failed else ():
+                release = getattr(h, "release", None)  # handlers holding a file, a bar, a log handler
+                if release is not None:
+                    release()
         for h in train_end:
             h.train_end(self)
         return self.history

@@ -422,6 +422,10 @@ class TensorBoardHandler(TrainBegin, TrainEnd, BatchEnd, EpochEnd):
         self.writer.flush()
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Close the event file (also when training stopped on an error)."""
         if self.writer is not None:
             self.writer.close()
             self.writer = None

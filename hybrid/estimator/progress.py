@@ -77,6 +77,10 @@ class ProgressBar(TrainBegin, TrainEnd, EpochBegin, BatchEnd, EpochEnd):
             _COMPILE_LOG.setLevel(logging.INFO)
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Close the bar and stop showing compile lines (also when training stopped on an error)."""
         self._close()
         if self._handler is not None:
             _COMPILE_LOG.removeHandler(self._handler)
