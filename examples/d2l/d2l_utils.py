@@ -134,30 +134,46 @@ def evaluate_accuracy(net: hybrid.Block, data_iter: Iterable) -> float:
     return metric[0] / metric[1]
 
 
-def train_ch6(net: hybrid.Block, train_iter: Iterable, test_iter: Iterable, num_epochs: int, lr: float,
-              initialize: bool = True) -> dict:
-    """Train ``net`` with SGD and softmax cross-entropy; returns per-epoch metrics. With ``initialize`` the
-    net is first re-initialised with Xavier, as d2l does; ``False`` keeps weights set by the caller."""
-    if initialize:
-        net.initialize(force_reinit=True, init=init.Xavier())
-    loss = gloss.SoftmaxCrossEntropyLoss()
-    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+def train_epoch_ch3(net: hybrid.Block, train_iter: Iterable, loss: gloss.Loss, trainer: Trainer,
+                    reduction: str = "sum") -> tuple[float, float, int]:
+    """One training epoch; returns the training loss, the training accuracy and the examples seen.
+    ``reduction='mean'`` trains on ``l.mean()`` with ``trainer.step(1)`` instead of on the per-example
+    losses with ``trainer.step(batch_size)``: the two give the same gradients."""
+    metric = Accumulator(3)  # sum of training loss, sum of training accuracy, no. of examples
+    for X, y in train_iter:
+        with autograd.record():
+            y_hat = net(X)
+            l = loss(y_hat, y)
+            head = l.mean() if reduction == "mean" else l  # computed inside record(), to be differentiated
+        autograd.backward(head)  # the gradient of head.sum()
+        # the mean's gradient is already averaged over the batch; the sum's is rescaled by step
+        trainer.step(1 if reduction == "mean" else X.shape[0])
+        metric.add(float(l.sum()), accuracy(y_hat, y), y.size)
+    return metric[0] / metric[2], metric[1] / metric[2], int(metric[2])
+
+
+def train_ch3(net: hybrid.Block, train_iter: Iterable, test_iter: Iterable, loss: gloss.Loss, num_epochs: int,
+              trainer: Trainer, reduction: str = "sum") -> dict:
+    """Train ``net`` for ``num_epochs``; returns the per-epoch training loss, training accuracy and test
+    accuracy, and prints them with the throughput."""
     history = {"train_loss": [], "train_acc": [], "test_acc": []}
     num_examples, start = 0, time.perf_counter()
     for epoch in range(num_epochs):
-        metric = Accumulator(3)  # sum of training loss, sum of training accuracy, no. of examples
-        for X, y in train_iter:
-            with autograd.record():
-                y_hat = net(X)
-                l = loss(y_hat, y)
-            autograd.backward(l)
-            trainer.step(X.shape[0])
-            metric.add(float(l.sum()), accuracy(y_hat, y), X.shape[0])
-        num_examples += metric[2]
-        train_loss, train_acc = metric[0] / metric[2], metric[1] / metric[2]
+        train_loss, train_acc, seen = train_epoch_ch3(net, train_iter, loss, trainer, reduction)
+        num_examples += seen
         test_acc = evaluate_accuracy(net, test_iter)
         for key, value in zip(history, (train_loss, train_acc, test_acc)):
             history[key].append(value)
         print(f"epoch {epoch + 1}, loss {train_loss:.3f}, train acc {train_acc:.3f}, test acc {test_acc:.3f}")
     print(f"{num_examples / (time.perf_counter() - start):.1f} examples/sec")
     return history
+
+
+def train_ch6(net: hybrid.Block, train_iter: Iterable, test_iter: Iterable, num_epochs: int, lr: float,
+              initialize: bool = True) -> dict:
+    """Train ``net`` with SGD and softmax cross-entropy; returns per-epoch metrics. With ``initialize`` the
+    net is first re-initialised with Xavier, as d2l does; ``False`` keeps weights set by the caller."""
+    if initialize:
+        net.initialize(force_reinit=True, init=init.Xavier())
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    return train_ch3(net, train_iter, test_iter, gloss.SoftmaxCrossEntropyLoss(), num_epochs, trainer)

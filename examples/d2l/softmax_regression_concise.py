@@ -3,7 +3,7 @@
     python examples/d2l/softmax_regression_concise.py                      # synthetic Fashion-MNIST stand-in
     python examples/d2l/softmax_regression_concise.py --data-root ~/fashion-mnist   # the real files
 
-One Dense layer trained with SGD on (synthetic) Fashion-MNIST, with d2l's ``train_ch3`` loop written out.
+One Dense layer trained with SGD on (synthetic) Fashion-MNIST by d2l's ``train_ch3`` (in d2l_utils.py).
 ``--reduction mean`` trains on ``l.mean()`` with ``trainer.step(1)`` instead of on the per-example
 losses with ``trainer.step(batch_size)``: the two give the same gradients.
 """
@@ -12,25 +12,9 @@ from __future__ import annotations
 import argparse
 
 import hybrid
-from hybrid import autograd, init, loss as gloss, nn, Trainer
+from hybrid import init, loss as gloss, nn, Trainer
 
-from d2l_utils import Accumulator, accuracy, evaluate_accuracy, load_data_fashion_mnist
-
-
-def train_epoch_ch3(net: hybrid.Block, train_iter, loss: gloss.Loss, trainer: Trainer,
-                    reduction: str = "sum") -> tuple[float, float]:
-    """One training epoch; returns the training loss and accuracy."""
-    metric = Accumulator(3)  # sum of training loss, sum of training accuracy, no. of examples
-    for X, y in train_iter:
-        with autograd.record():
-            y_hat = net(X)
-            l = loss(y_hat, y)
-            head = l.mean() if reduction == "mean" else l  # computed inside record(), to be differentiated
-        autograd.backward(head)  # the gradient of head.sum()
-        # the mean's gradient is already averaged over the batch; the sum's is rescaled by step
-        trainer.step(1 if reduction == "mean" else X.shape[0])
-        metric.add(float(l.sum()), accuracy(y_hat, y), y.size)
-    return metric[0] / metric[2], metric[1] / metric[2]
+from d2l_utils import load_data_fashion_mnist, train_ch3
 
 
 def main(num_epochs: int = 10, lr: float = 0.1, batch_size: int = 256, root: str | None = None,
@@ -46,13 +30,7 @@ def main(num_epochs: int = 10, lr: float = 0.1, batch_size: int = 256, root: str
     loss = gloss.SoftmaxCrossEntropyLoss()
     trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
 
-    history = {"train_loss": [], "train_acc": [], "test_acc": []}
-    for epoch in range(num_epochs):
-        train_loss, train_acc = train_epoch_ch3(net, train_iter, loss, trainer, reduction)
-        test_acc = evaluate_accuracy(net, test_iter)
-        for key, value in zip(history, (train_loss, train_acc, test_acc)):
-            history[key].append(value)
-        print(f"epoch {epoch + 1}, loss {train_loss:.3f}, train acc {train_acc:.3f}, test acc {test_acc:.3f}")
+    history = train_ch3(net, train_iter, test_iter, loss, num_epochs, trainer, reduction)
     history["net"] = net
     return history
 
