@@ -380,7 +380,7 @@ class CachedOp:
         """The compiled forward for ``args`` (traced on first use) and the array leaves of ``args``."""
         leaves, treedef = jax.tree_util.tree_flatten(args)
         parts, arrays = signature(leaves)
-        key = (treedef, _context.current().training, parts, precision.key())
+        key = (treedef, _context.current().training, parts, precision.current())
         entry = self.entries.get(key)
         if entry is None:
             described = compile_log.describe(parts) + (" training" if key[1] else "")

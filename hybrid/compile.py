@@ -86,7 +86,7 @@ class CompiledStep:
         leaves, treedef = jax.tree_util.tree_flatten(packed)
         parts, arrays = signature(leaves)
         ctx = _context.current()
-        key = (treedef, parts, ctx.training, ctx.recording, precision.key())
+        key = (treedef, parts, ctx.training, ctx.recording, precision.current())
         program = self._programs.get(key)
         if program is not None:
             return program.run(arrays)

@@ -175,9 +175,6 @@ class LoggingHandler(TrainBegin, TrainEnd, EpochBegin, EpochEnd, BatchBegin, Bat
             estimator.logger.info("[Epoch %d] Begin, current learning rate: %.4f", self.current_epoch,
                                   estimator.trainer.learning_rate)
 
-    def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self.batch_index += 1
         self.processed_samples += int(kwargs["batch"][0].shape[estimator.batch_axis])

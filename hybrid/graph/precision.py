@@ -20,11 +20,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
-__all__ = ["Policy", "current", "set_global", "use", "key", "PRECISIONS"]
+__all__ = ["Policy", "current", "set_global", "use", "floating_to", "PRECISIONS"]
 
 PRECISIONS = ("low", "float32", "follow")
 TARGETS = ("float16", "bfloat16")
@@ -94,12 +92,6 @@ def use(policy: Policy | None) -> Iterator[None]:
         stack.pop()
 
 
-def key() -> Any:
-    """What compiled programs depend on: the policy in force (hashable)."""
-    return current()
-
-
 def floating_to(values: Sequence[Any], dtype: Any) -> list:
     """``values`` with their floating arrays cast to ``dtype`` (others unchanged)."""
-    return [_cast(v, jnp.dtype(dtype)) if isinstance(v, (jax.Array, np.ndarray, jax.core.Tracer)) else v
-            for v in values]
+    return [_cast(v, jnp.dtype(dtype)) for v in values]
