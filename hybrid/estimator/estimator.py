@@ -31,20 +31,15 @@ def _logger() -> logging.Logger:
     return logger
 
 
-def _metrics(value: Any, name: str) -> list[_metric.EvalMetric]:
-    metrics = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
-    for m in metrics:
-        if not isinstance(m, _metric.EvalMetric):
-            raise ValueError(f"Estimator: {name} must be hybrid.metric.EvalMetric instances, got {type(m).__name__}")
-    return metrics
-
-
-def _handlers(value: Any) -> list[EventHandler]:
-    handlers = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
-    for h in handlers:
-        if not isinstance(h, EventHandler):
-            raise ValueError(f"Estimator: event_handlers must be EventHandler instances, got {type(h).__name__}")
-    return handlers
+def _instances(value: Any, kind: type, name: str) -> list:
+    """``value`` (None, one object or a list/tuple of them) as a list of ``kind`` instances; ValueError
+    naming the argument ``name`` otherwise."""
+    items = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if not isinstance(item, kind):
+            raise ValueError(f"Estimator: {name} must be {kind.__module__}.{kind.__name__} instances, got "
+                             f"{type(item).__name__}")
+    return items
 
 
 class Estimator:
@@ -81,8 +76,8 @@ class Estimator:
         self.val_loss = val_loss if val_loss is not None else loss
         self.batch_processor = batch_processor or BatchProcessor()
         self.logger = _logger()
-        self._train_metrics = _metrics(train_metrics, "train_metrics")
-        self._val_metrics = _metrics(val_metrics, "val_metrics")
+        self._train_metrics = _instances(train_metrics, _metric.EvalMetric, "train_metrics")
+        self._val_metrics = _instances(val_metrics, _metric.EvalMetric, "val_metrics")
         self._default_metrics()
         self._initialize(initializer)
         if trainer is None:
@@ -143,7 +138,7 @@ class Estimator:
         batches, such as a DataLoader), updating ``val_metrics``."""
         for m in self.val_metrics:
             m.reset()
-        handlers = _handlers(event_handlers)
+        handlers = _instances(event_handlers, EventHandler, "event_handlers")
         if not any(isinstance(h, MetricHandler) for h in handlers):
             handlers.append(MetricHandler(self.val_metrics))
         handlers.sort(key=lambda h: getattr(h, "priority", 0))
@@ -174,7 +169,7 @@ class Estimator:
         self.start_epoch = self.start_batch = 0
         self.stop_training = False
         self.history = History()
-        handlers = self._active = self._with_defaults(_handlers(event_handlers), val_data)
+        handlers = self._active = self._with_defaults(_instances(event_handlers, EventHandler, "event_handlers"), val_data)
         train_begin, epoch_begin, batch_begin, batch_end, epoch_end, train_end = (
             [h for h in handlers if isinstance(h, kind)]
             for kind in (TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, TrainEnd))
