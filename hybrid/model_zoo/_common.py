@@ -39,5 +39,6 @@ def named_builder(name: str, doc: str, factory: Callable[..., Any], **fixed: Any
     def build(**kwargs: Any) -> Any:
         return factory(**fixed, **kwargs)
     build.__name__ = build.__qualname__ = name
+    build.__module__ = factory.__module__   # bound there, beside its factory: pickle and doc tools find it
     build.__doc__ = doc
     return build
