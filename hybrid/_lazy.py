@@ -870,6 +870,13 @@ def current_trace() -> Any:
     return core.trace_ctx.trace
 
 
+def under_transform() -> bool:
+    """Whether code runs inside a JAX transformation (``jit``, ``grad``, ``vmap``...), as opposed to eagerly
+    or recorded by ``autograd.record()``."""
+    trace = core.trace_ctx.trace
+    return not isinstance(trace, (core.EvalTrace, LazyTrace))
+
+
 def set_trace(trace: Any) -> None:
     """Make ``trace`` JAX's current trace (None: the eval trace), without restoring it later."""
     core.trace_ctx.set_trace(trace if trace is not None else core.eval_trace)

@@ -3,19 +3,21 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 
 import re
 import warnings
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _context, _lazy, autograd, cached_op
+from . import _context, _lazy, autograd, cached_op, functional
+from . import state as _state
 from . import init as _init
 from ._watch import Watched
 from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
@@ -82,10 +84,8 @@ def _unregistered_block_warning(block: "Block", name: str, value: Any) -> None:
         "with register_child(), or use nn.Sequential / nn.HybridSequential.", stacklevel=4)
 
 
-def _is_traced(value: Any) -> bool:
-    """Whether ``value`` holds arrays of a JAX transformation (they must not outlive the call)."""
-    return any(isinstance(leaf, jax.core.Tracer) and not isinstance(leaf, _lazy.LazyArray)
-               for leaf in jax.tree_util.tree_leaves(value))
+def _holds_arrays(value: Any) -> bool:
+    return any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in jax.tree_util.tree_leaves(value))
 
 
 class HookHandle:
@@ -291,13 +291,14 @@ class Block(Watched, metaclass=_BlockMeta):
             return
         elif _holds_blocks(value):
             _unregistered_block_warning(self, name, value)
-        elif not name.startswith("_") and _is_traced(value):
+        elif not name.startswith("_") and _holds_arrays(value):
             frame = _context.current().frame
-            if frame is None:
+            if frame is not None:
+                frame.assign_attribute(self, name, value)
+            elif functional.holds_tracers(value):
                 raise HybridizeError(
                     f"{type(self).__name__}.{name}: cannot keep a traced value (assigned inside a JAX "
                     "transformation) as an attribute; return it from forward instead")
-            frame.assign_attribute(self, name, value)
         object.__setattr__(self, name, value)
 
     def _set_state_attribute(self, name: str, value: Any) -> None:
@@ -402,12 +403,55 @@ class Block(Watched, metaclass=_BlockMeta):
             setattr(param, name, value)
         return self
 
-    def apply(self, fn: Callable[["Block"], Any]) -> "Block":
-        """Call ``fn`` on every descendant (children first), then on this block."""
-        for child in self._children.values():
-            child.apply(fn)
-        fn(self)
-        return self
+    def apply(self, fn_or_state: Any, *inputs: Any, training: bool = False, key: Any = None, **kwargs: Any) -> Any:
+        """Two calls share Gluon's name:
+
+        - ``apply(fn)`` (Gluon): call ``fn`` on every descendant (children first), then on this block;
+          returns the block.
+        - ``apply(state, *inputs, training=False, key=None, **kwargs)``: run the network as a pure function
+          of ``state`` (the dict :meth:`state` returns) and return ``(outputs, new_state)``. Nothing in the
+          blocks is read or changed, so it works inside ``jax.jit``, ``grad``, ``vmap``, ``lax.scan``...
+          ``new_state`` has the running statistics of a ``training=True`` call and the attributes
+          ``forward`` assigned. ``key`` (a PRNG key) feeds randomness such as dropout.
+
+        Raises ValueError when ``state`` misses or adds names, or randomness is used without ``key``;
+        ShapeError when an array's shape differs from its parameter's.
+        """
+        if callable(fn_or_state) and not isinstance(fn_or_state, Mapping):
+            if inputs or kwargs or training or key is not None:
+                raise TypeError(f"{type(self).__name__}.apply(fn) takes only the function; to run the network "
+                                "on inputs, pass the state dict first: apply(net.state(), x)")
+            for child in self._children.values():
+                child.apply(fn_or_state)
+            fn_or_state(self)
+            return self
+        return _state.apply_state(self, fn_or_state, inputs, kwargs, training, key)
+
+    def state(self) -> dict[str, Any]:
+        """The network's state, ``{structural name: array}`` (a pytree): every parameter (a shared one once,
+        under its first name), running statistics included, and the public array attributes of its blocks
+        (``'path.name'``). The arrays are the current values, not copies.
+
+        Raises DeferredInitializationError / UninitializedParameterError for a parameter without data.
+        """
+        return _state.state_of(self)
+
+    def load_state(self, state: Mapping[str, Any] | str | os.PathLike) -> None:
+        """Write ``state`` (from :meth:`state` or :meth:`apply`, or the path of a :meth:`save_state` file)
+        into the network. Everything is checked before anything changes.
+
+        Raises ValueError for missing or unknown names, ShapeError for a wrong shape,
+        TransformStateError inside a JAX transformation, FileNotFoundError / FormatError for a file.
+        """
+        if isinstance(state, (str, os.PathLike)):
+            _state.load_state_file(self, state)
+        else:
+            _state.load_state(self, state)
+
+    def save_state(self, path: str | os.PathLike) -> None:
+        """Write :meth:`state` to ``path`` atomically: a ``.safetensors`` file when the name ends so (needs the
+        ``safetensors`` package), else ``.npz``."""
+        _state.save_state_file(self, path)
 
     def zero_grad(self) -> None:
         """Set every parameter's gradient to zeros."""
@@ -494,6 +538,9 @@ class Block(Watched, metaclass=_BlockMeta):
             return out
         if ctx.frame is not None:
             return ctx.frame.call_block(self, args, kwargs)
+        if _lazy.under_transform():  # jax.jit(lambda x: net(x)): nothing may write state
+            with functional.frame({}, frame_type=functional.TransformFrame) as frame:
+                return frame.call_block(self, args, kwargs)
         if not ctx.eager_only and (self._active or self._runs_compiled()):
             return self._compiled_op()((args, kwargs))
         return self._run_forward((_to_jax(args), _to_jax(kwargs)))
@@ -509,6 +556,8 @@ class Block(Watched, metaclass=_BlockMeta):
                 deferred = [p for p in self._reg_params.values() if p._deferred is not None and p._data is None]
                 if not deferred:
                     raise
+                if frame is not None:
+                    frame.deferred_init(self)
                 self.infer_shape(*args, **kwargs)
                 for param in deferred:
                     param._finish_deferred_init()

@@ -37,6 +37,12 @@ class StaleGradientError(HybridError, RuntimeError):
     """``Trainer.step`` found a gradient not refreshed since the last step."""
 
 
+class TransformStateError(HybridError, RuntimeError):
+    """A block called inside a JAX transformation (``jax.jit``, ``grad``, ``vmap``...) would write state
+    (running statistics, an attribute, a random key, a deferred initialisation) that would outlive the
+    transformation; ``Block.apply`` is the pure call to use there."""
+
+
 def locate(exc: BaseException, where: str) -> None:
     """Attach ``where`` (e.g. ``"Conv2D 'features.3'"``) to ``exc`` once."""
     if getattr(exc, "_hybrid_located", False):

@@ -16,6 +16,15 @@ import jax
 import jax.numpy as jnp
 
 from . import _context
+from .errors import TransformStateError
+
+
+def holds_tracers(value: Any) -> bool:
+    """Whether ``value`` holds arrays of a JAX transformation (they must not outlive the call); the
+    recorded arrays of ``autograd.record()`` are not such arrays."""
+    from . import _lazy
+    return any(isinstance(leaf, jax.core.Tracer) and not isinstance(leaf, _lazy.LazyArray)
+               for leaf in jax.tree_util.tree_leaves(value))
 
 
 class Frame:
@@ -40,7 +49,10 @@ class Frame:
         self.parent = parent
 
     def assign_attribute(self, block: Any, name: str, value: Any) -> None:
-        """``block.name = value`` inside ``forward`` where ``value`` is traced."""
+        """``block.name = value`` inside ``forward``, where ``value`` holds arrays; the attribute is
+        then set as usual unless this raises."""
+        if not holds_tracers(value):
+            return
         raise AttributeError(
             f"{type(block).__name__}.{name}: an attribute assigned inside forward holds a traced value here "
             "(a value_and_grad or functional run), which would outlive the call; return it from forward instead")
@@ -85,6 +97,9 @@ class Frame:
             self.key = jax.random.fold_in(*self.key)
         self.key_count += 1
         return jax.random.fold_in(self.key, self.key_count)
+
+    def deferred_init(self, block: Any) -> None:
+        """``block`` is about to initialise parameters whose shapes waited for this call."""
 
 
 class CompileFrame(Frame):
@@ -187,6 +202,13 @@ class TraceFrame(Frame):
         self.attributes[(block, name)] = value
         self.previous.setdefault((block, name), block.__dict__.get(name, _ABSENT))
 
+    def set_attributes(self, values: dict) -> None:
+        """Give attributes the values of a functional run, ``{(block, name): value}``, until
+        :meth:`restore_attributes`."""
+        for (block, name), value in values.items():
+            self.previous.setdefault((block, name), block.__dict__.get(name, _ABSENT))
+            object.__setattr__(block, name, value)
+
     def restore_attributes(self) -> None:
         """Put back the values attributes had before the trace (the traced ones must not outlive it)."""
         for (block, name), value in self.previous.items():
@@ -194,6 +216,52 @@ class TraceFrame(Frame):
                 object.__delattr__(block, name)
             else:
                 object.__setattr__(block, name, value)
+
+
+class ApplyFrame(TraceFrame):
+    """The frame of ``Block.apply``: parameters and attribute state come from a state dict, and every
+    write (parameter updates in ``updates``, attributes in ``attributes``) is collected instead of
+    reaching the blocks. Randomness draws only from the key given to ``apply``."""
+
+    __slots__ = ()
+
+    def next_key(self) -> jax.Array:
+        if self.key is None:
+            raise ValueError("this call uses randomness (e.g. Dropout in training mode): pass a PRNG key "
+                             "to apply(..., key=jax.random.key(0))")
+        return super().next_key()
+
+
+def refusal(what: str) -> TransformStateError:
+    return TransformStateError(
+        f"{what} inside a JAX transformation (jax.jit, grad, vmap, ...), where the new value would be a "
+        "tracer outliving it; nothing was changed. Inside transformations call the network as a pure "
+        "function: out, new_state = net.apply(state, *inputs, training=..., key=...), with "
+        "state = net.state(), then net.load_state(new_state) outside")
+
+
+class TransformFrame(Frame):
+    """The frame of a block called inside a JAX transformation without ``apply``: parameters are read
+    from the blocks, and anything that would write state raises :class:`TransformStateError`
+    (the blocks stay as they were). A pure inference call works."""
+
+    __slots__ = ()
+
+    def lookup(self, param) -> Any:
+        return None
+
+    def store(self, param, value: Any) -> None:
+        raise refusal(f"Parameter {param.name!r} would be updated (running statistics?)")
+
+    def assign_attribute(self, block: Any, name: str, value: Any) -> None:
+        raise refusal(f"attribute {name!r} would be assigned")
+
+    def next_key(self) -> jax.Array:
+        raise refusal("a random key would be drawn (dropout in training mode?)")
+
+    def deferred_init(self, block: Any) -> None:
+        raise refusal("parameters with deferred shapes would be initialised (call the block once "
+                       "outside the transformation first, or give the shapes)")
 
 
 _ABSENT = object()

@@ -262,6 +262,8 @@ class Parameter(Watched):
             old, self._data = self._data, value.astype(self._dtype) if value.dtype != self._dtype else value
             value._tape.write(("data", self), self._data, self._set_computed, replaces=old)
             return
+        if isinstance(value, jax.core.Tracer):
+            raise functional.refusal(f"Parameter {self._name!r}.set_data would store a traced value")
         array = jnp.asarray(value, dtype=self._dtype)
         self._check_shape(array.shape)
         self.shape = tuple(array.shape)
@@ -593,10 +595,11 @@ jax.tree_util.register_pytree_node(
 
 def save_parameter_file(filename: str, named: Iterable[tuple[str, Parameter]], who: str,
                         deduplicate: bool = False) -> None:
-    """Write ``named`` parameters' data as an ``.npz`` archive (atomically); ``deduplicate`` keeps a
+    """Write ``named`` parameters' data as an ``.npz`` archive, or a ``.safetensors`` file when ``filename``
+    ends so (atomically); ``deduplicate`` keeps a
     Parameter listed under several names only under its first. Raises, before writing, for a parameter
     without data, naming ``who``, the file and the parameter."""
-    from . import serialization
+    from .export.params_file import save_parameter_arrays
     arrays, seen = {}, set()
     for name, param in named:
         if deduplicate and id(param) in seen:
@@ -611,7 +614,7 @@ def save_parameter_file(filename: str, named: Iterable[tuple[str, Parameter]], w
             raise UninitializedParameterError(f"{where} is not initialized (call initialize() first). "
                                               "Nothing was written.")
         arrays[name] = np.asarray(param.data())
-    serialization.save_arrays(filename, arrays)
+    save_parameter_arrays(filename, arrays)
 
 
 def parameter_file_loader(params: Mapping[str, Parameter], filename: str, data: bytes | None = None,

@@ -1,15 +1,25 @@
-"""One loader for parameter files: hybrid's ``.npz`` format or MXNet's ``.params`` format, detected by content."""
+"""Parameter files: hybrid's ``.npz`` format or ``.safetensors`` (chosen by the extension when writing),
+and MXNet's ``.params`` format when reading; formats are detected by content when reading."""
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..serialization import FormatError, parse_npz, read_limited
+from ..serialization import FormatError, parse_npz, read_limited, save_arrays
 from .mxnet_params import is_mxnet_params, map_mxnet_names, parse_mxnet_params
+from .safetensors_file import is_safetensors_path, looks_like_safetensors, parse_safetensors, save_safetensors
 
-__all__ = ["load_parameter_file"]
+__all__ = ["load_parameter_file", "save_parameter_arrays"]
+
+
+def save_parameter_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
+    """Write ``{name: array}`` atomically: a ``.safetensors`` file when ``path`` ends so, else ``.npz``."""
+    if is_safetensors_path(path):
+        save_safetensors(path, arrays)
+    else:
+        save_arrays(path, arrays)
 
 
 def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None = None,
@@ -17,7 +27,7 @@ def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None =
                         data: bytes | None = None) -> dict[str, np.ndarray]:
     """``{name: array}`` from ``path``.
 
-    hybrid ``.npz`` files are read as they are. MXNet files are renamed to the
+    hybrid ``.npz`` and ``.safetensors`` files are read as they are. MXNet files are renamed to the
     structural names of ``params`` (a block's ``collect_params()``) by the rules of
     :func:`hybrid.export.mxnet_params.map_mxnet_names`. ``check({name: (shape, dtype)})``
     may refuse the file (by raising) before the arrays of an ``.npz`` are decompressed. ``data``,
@@ -29,6 +39,8 @@ def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None =
         data = read_limited(path, "parameter file")
     if data[:4] == b"PK\x03\x04":
         return parse_npz(data, path, check)
+    if looks_like_safetensors(data):
+        return parse_safetensors(data, path, check)
     if is_mxnet_params(data[:8]):
         arrays = parse_mxnet_params(data, f"parameter file {path!r}")
         if params is not None:
@@ -36,5 +48,5 @@ def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None =
         if check is not None:
             check({name: (a.shape, a.dtype) for name, a in arrays.items()})
         return arrays
-    raise FormatError(f"{path!r} is not a hybrid parameter file (expected an .npz archive or an MXNet .params "
-                      "file)")
+    raise FormatError(f"{path!r} is not a hybrid parameter file (expected an .npz archive, a .safetensors "
+                      "file or an MXNet .params file)")
