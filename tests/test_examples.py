@@ -43,3 +43,14 @@ def test_train_lm_quick(capsys):
     assert history["sample"].startswith("A HybridBlock ") and len(history["sample"]) == len("A HybridBlock ") + 60
     out = capsys.readouterr().out
     assert "perplexity" in out and "sample:" in out
+
+
+def test_train_with_optax_quick(capsys):
+    accuracy = _load("train_with_optax").main(["--quick"])
+    out = capsys.readouterr().out
+    losses = [float(line.split("loss ")[1]) for line in out.splitlines() if line.startswith("step ")]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+    assert accuracy > 0.9  # chance is 1/3
+    path = out.split("saved the trained state to ")[1].strip()
+    import safetensors.numpy
+    assert "1.running_mean" in safetensors.numpy.load_file(path)
