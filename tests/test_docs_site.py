@@ -87,6 +87,21 @@ def test_nav_lists_every_page_and_readme_links_them():
     assert not unlisted, f"add {unlisted} to README.md's documentation list"
 
 
+def test_why_hybrid_quotes_only_measured_figures():
+    """Every figure given to three decimals on docs/why-hybrid.md is in a file of benchmarks/results/."""
+    results = os.path.join(ROOT, "benchmarks", "results")
+    measured = ""
+    for name in os.listdir(results):
+        if name.endswith(".txt"):
+            with open(os.path.join(results, name), encoding="utf-8") as f:
+                measured += f.read()
+    with open(os.path.join(DOCS, "why-hybrid.md"), encoding="utf-8") as f:
+        page = f.read()
+    figures = set(re.findall(r"(?<![\d.])\d+\.\d{3}(?!\d)", page))
+    assert len(figures) > 100
+    assert not [x for x in figures if not re.search(rf"(?<![\d.]){re.escape(x)}(?!\d)", measured)]
+
+
 def test_benchmark_chart_copy_is_current():
     assert filecmp.cmp(os.path.join(DOCS, "images", "suite.png"),
                        os.path.join(ROOT, "benchmarks", "results", "suite.png"), shallow=False), \
