@@ -4,6 +4,7 @@
     net2 = hybrid.SymbolBlock.imports("model-symbol.json", ["data"], "model-0000.params")
     hybrid.export.save_checkpoint("ckpt", net, trainer, step=100)
     hybrid.export.export_deployment(net, "model.jaxexport", x, dynamic_batch=True)
+    hybrid.export.to_onnx(net, "model.onnx", x)                # needs hybrid[onnx]
 
 File formats are described in docs/file-formats.md.
 """
@@ -13,10 +14,11 @@ from .deploy import export_deployment, load_deployment
 from .errors import ExportError, FormatError
 from .graph_json import NodeCodec, register_node_codec
 from .mxnet_params import parse_mxnet_params
+from .onnx import to_onnx
 from .params_file import load_parameter_file
 from .symbol_block import SymbolBlock
 from .symbol_json import export_block
 
 __all__ = ["GraphBuilder", "SymbolBlock", "export_block", "save_checkpoint", "load_checkpoint", "list_checkpoints",
-           "export_deployment", "load_deployment", "load_parameter_file", "parse_mxnet_params", "ExportError",
-           "FormatError", "NodeCodec", "register_node_codec"]
+           "export_deployment", "load_deployment", "to_onnx", "load_parameter_file", "parse_mxnet_params",
+           "ExportError", "FormatError", "NodeCodec", "register_node_codec"]
