@@ -738,7 +738,7 @@ class HybridBlock(Block):
         self._clear_cached()
         self._changed()
         for child in self._children.values():
-            child.hybridize(active, static_alloc=static_alloc, static_shape=static_shape, passes=passes)
+            child.hybridize(active, static_alloc=static_alloc, static_shape=static_shape, passes=passes, remat=remat)
 
     def export(self, path: str, epoch: int = 0) -> tuple[str, str]:
         """Write ``path-symbol.json`` (the traced graphs, predict and train mode, for every input shape

@@ -27,17 +27,13 @@ import jax
 from . import _context, _lazy, compile_log, functional
 from ._watch import watch
 from .cached_op import _TRACER_ERRORS, ArgSpec, signature
-from .errors import HybridizeError
 from .graph import precision
+from .errors import CompileError
 
 __all__ = ["compile", "CompiledStep"]
 
 
 LIVE_STEPS: "weakref.WeakSet[CompiledStep]" = weakref.WeakSet()  # for inspect.compile_caches
-
-
-class CompileError(HybridizeError):
-    """A step function cannot be compiled into one program."""
 
 
 class _Program:

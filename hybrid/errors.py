@@ -1,4 +1,5 @@
-"""Exception types raised by hybrid.
+"""Exception types raised by hybrid: every error class of the package is defined here (the modules
+that raise them import them from here).
 
 Every error raised while a block runs is located before it reaches the user:
 our own errors get the block's path prefixed to their message (``HybridError``
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 class HybridError(Exception):
     """Base class of hybrid's own errors; its message is prefixed with the block path."""
-
-    located = False
 
 
 class ShapeError(HybridError, ValueError):
@@ -41,6 +40,31 @@ class TransformStateError(HybridError, RuntimeError):
     """A block called inside a JAX transformation (``jax.jit``, ``grad``, ``vmap``...) would write state
     (running statistics, an attribute, a random key, a deferred initialisation) that would outlive the
     transformation; ``Block.apply`` is the pure call to use there."""
+
+
+class GraphError(ValueError):
+    """The graph violates an IR invariant (found by :meth:`Graph.verify`)."""
+
+
+class AssignmentError(ValueError):
+    """Two buffers that are live at the same step share bytes (or an offset is invalid)."""
+
+
+class FormatError(ValueError):
+    """A file is not in the expected format, or is truncated, corrupted or forged."""
+
+
+class ExportError(ValueError):
+    """A block or graph cannot be written in the requested format (the message says why and what to use)."""
+
+
+class WorkerError(RuntimeError):
+    """An exception raised in a worker process that cannot travel back as itself (its class cannot be
+    rebuilt from its arguments by pickle): its type, message and traceback, as text."""
+
+
+class CompileError(HybridizeError):
+    """A step function cannot be compiled into one program."""
 
 
 def locate(exc: BaseException, where: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax.numpy as jnp
 import numpy as np
+from .errors import FormatError  # noqa: F401 (defined with the other errors)
 
 __all__ = ["FormatError", "atomic_write", "atomic_write_group", "fsync_directory", "save_arrays", "encode_arrays",
            "load_arrays", "parse_npz", "read_limited", "MAX_FILE_BYTES"]
@@ -40,10 +41,6 @@ _EXTENDED = {"bfloat16": np.uint16}  # dtype name -> the unsigned type of its bi
 _PARSE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, struct.error, NotImplementedError, UnicodeDecodeError,
                  OverflowError, ValueError, KeyError, IndexError, TypeError, SyntaxError, RecursionError, OSError,
                  RuntimeError)
-
-
-class FormatError(ValueError):
-    """A file is not in the expected format, or is truncated, corrupted or forged."""
 
 
 def fsync_directory(directory: str) -> None:

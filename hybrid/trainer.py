@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _lazy, functional
+from . import _compat, _lazy, functional
 from . import optimizer as _opt
 from . import serialization
 from .distributed.mesh import make_mesh
@@ -62,6 +62,15 @@ class Trainer:
                  kvstore: Any = None, compression_params: Any = None, update_on_kvstore: Any = None,
                  devices: Any = None, mesh: Any = None, sharding_rules: ShardingRules | list | None = None,
                  keep_grads: bool = True):
+        if kvstore not in (None, "device", "local"):
+            _compat.ignored_argument("Trainer", "kvstore", kvstore, "gradients are reduced by XLA's collectives "
+                                     "over the devices of the mesh; see docs/distributed.md")
+        if update_on_kvstore is not None:
+            _compat.ignored_argument("Trainer", "update_on_kvstore", update_on_kvstore,
+                                     "the update runs in the compiled step, on every device")
+        if compression_params is not None:
+            _compat.ignored_argument("Trainer", "compression_params", compression_params,
+                                     "gradients are not compressed")
         if isinstance(params, dict):
             named = list(params.items())
         elif isinstance(params, (list, tuple)):

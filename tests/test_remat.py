@@ -197,3 +197,14 @@ def test_memory_plan_report(rng, tmp_path):
     assert plan.arena_bytes == plan.max_live_bytes and plan.xla_bytes > 0
     plan.plot(str(tmp_path / "memory.png"))
     assert (tmp_path / "memory.png").stat().st_size > 0
+
+
+def test_hybridize_passes_remat_to_children():
+    net = nn.HybridSequential()
+    inner = nn.HybridSequential()
+    inner.add(nn.Dense(4), nn.Dense(4))
+    net.add(inner, nn.Dense(2))
+    net.hybridize(remat="sqrt")
+    assert inner._remat == "sqrt" and inner[0]._remat == "sqrt" and net[1]._remat == "sqrt"
+    net.hybridize(remat=None)
+    assert inner._remat is None

@@ -11,6 +11,7 @@ import traceback
 from typing import Any, Callable, Sequence
 
 from . import _rng
+from ..errors import WorkerError  # noqa: F401 (defined with the other errors)
 
 _dataset: Any = None
 _batchify_fn: Callable | None = None
@@ -31,11 +32,6 @@ def init_process(payload: bytes) -> None:
         _dataset, _batchify_fn = pickle.loads(payload)
     except Exception as exc:  # reported with the first batch, where the parent sees it
         _load_error = f"{type(exc).__name__}: {exc}"
-
-
-class WorkerError(RuntimeError):
-    """An exception raised in a worker process that cannot travel back as itself (its class cannot be
-    rebuilt from its arguments by pickle): its type, message and traceback, as text."""
 
 
 def make_batch_in_process(indices: Sequence[int], seed: tuple[int, int]) -> Any:

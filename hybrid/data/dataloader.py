@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _compat
 from .. import random as _random
 from . import _worker
 from .batchify import default_batchify_fn
@@ -97,6 +98,9 @@ class DataLoader:
                  last_batch: str | None = None, batch_sampler: Any = None, batchify_fn: Callable | None = None,
                  num_workers: int = 0, pin_memory: bool = False, pin_device_id: int = 0,
                  prefetch: int | None = None, thread_pool: bool = False, timeout: float = 120):
+        if pin_memory or pin_device_id:
+            _compat.ignored_argument("DataLoader", "pin_memory" if pin_memory else "pin_device_id",
+                                     pin_memory or pin_device_id, "batches are copied to the device by JAX")
         if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise TypeError(f"DataLoader: dataset must support len() and indexing, got {type(dataset).__name__}")
         self._dataset = dataset

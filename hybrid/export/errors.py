@@ -1,10 +1,6 @@
-"""Errors of the export package."""
+"""Errors of the export package (defined in :mod:`hybrid.errors` with all of hybrid's errors)."""
 from __future__ import annotations
 
-from ..serialization import FormatError
+from ..errors import ExportError, FormatError
 
 __all__ = ["FormatError", "ExportError"]
-
-
-class ExportError(ValueError):
-    """A block or graph cannot be written in the requested format (the message says why and what to use)."""

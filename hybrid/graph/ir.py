@@ -12,14 +12,11 @@ import itertools
 from typing import Any, Iterable
 
 import numpy as np
+from ..errors import GraphError  # noqa: F401 (defined with the other errors)
 
 __all__ = ["Value", "Node", "Graph", "GraphError"]
 
 _ids = itertools.count()
-
-
-class GraphError(ValueError):
-    """The graph violates an IR invariant (found by :meth:`Graph.verify`)."""
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -44,10 +44,6 @@ class BoundOp:
     in_tree: Any
     fn: Callable
 
-    @property
-    def attr_dict(self) -> dict:
-        return dict(self.attrs)
-
 
 _REGISTRY: dict[str, OpDef] = {}
 _BOUND: list[BoundOp] = []
@@ -131,7 +127,3 @@ def bound_op(call_name: str) -> BoundOp | None:
     index = int(match.group(1))
     return _BOUND[index] if index < len(_BOUND) else None
 
-
-def call_bound(name: str, attrs: dict, in_tree: Any, leaves: list) -> Any:
-    """Run a big op from its node form (flat input leaves)."""
-    return _bind(name, attrs, in_tree).fn(*leaves)

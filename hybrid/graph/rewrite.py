@@ -7,7 +7,7 @@ a substitution map that later nodes are read through.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 import jax
 import numpy as np
@@ -136,10 +136,3 @@ def positions(graph: Graph) -> dict[Value, int]:
             where[value] = index
     return where
 
-
-def single_user(counts: dict[Value, int], value: Value) -> bool:
-    return counts.get(value, 0) == 1
-
-
-def producers(values: Iterable[Value]) -> list[Node | None]:
-    return [v.producer for v in values]

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import autograd
+from .. import _compat, autograd
 from .. import random as _random
 from ..block import Block, HybridBlock
 from ..errors import ShapeError
@@ -119,7 +119,7 @@ class Dense(HybridBlock):
         if not isinstance(units, (int, np.integer)) or isinstance(units, bool) or units < 0:
             raise ValueError(f"Dense: units must be a non-negative integer, got {units!r}")
         self._units = int(units)
-        self._in_units = check_non_negative_int("Dense", "in_units", in_units)
+        check_non_negative_int("Dense", "in_units", in_units)
         self._flatten = flatten
         self.weight = Parameter("weight", shape=(units, in_units), dtype=dtype, init=weight_initializer,
                                 allow_deferred_init=True)
@@ -292,6 +292,8 @@ class Embedding(HybridBlock):
     def __init__(self, input_dim: int, output_dim: int, dtype: Any = "float32", weight_initializer: Any = None,
                  sparse_grad: bool = False):
         super().__init__()
+        if sparse_grad:
+            _compat.ignored_argument("Embedding", "sparse_grad", sparse_grad, "gradients are dense arrays")
         self._input_dim = check_positive_int("Embedding", "input_dim", input_dim)
         self._output_dim = check_positive_int("Embedding", "output_dim", output_dim)
         self.weight = Parameter("weight", shape=(input_dim, output_dim), dtype=dtype, init=weight_initializer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .adamw import check_betas
+from .. import _compat
 from .optimizer import Optimizer, register
 
 __all__ = ["Adam"]
@@ -19,6 +20,8 @@ class Adam(Optimizer):
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, lazy_update: bool = False, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
+        if lazy_update:
+            _compat.ignored_argument("Adam", "lazy_update", lazy_update, "gradients are dense arrays")
         check_betas("Adam", beta1, beta2)
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .. import _compat
 from .optimizer import Optimizer, register
 
 __all__ = ["SGD"]
@@ -21,6 +22,8 @@ class SGD(Optimizer):
     def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0, nesterov: bool = False,
                  lazy_update: bool = False, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
+        if lazy_update:
+            _compat.ignored_argument("SGD", "lazy_update", lazy_update, "gradients are dense arrays")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"SGD: momentum must be in [0, 1), got {momentum}")
         self.momentum = float(momentum)

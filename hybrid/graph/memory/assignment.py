@@ -25,12 +25,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .liveness import Buffer, live_bytes
+from ...errors import AssignmentError  # noqa: F401 (defined with the other errors)
 
 __all__ = ["Assignment", "AssignmentError", "greedy_by_size", "shared_objects", "check_assignment", "arena_size"]
-
-
-class AssignmentError(ValueError):
-    """Two buffers that are live at the same step share bytes (or an offset is invalid)."""
 
 
 @dataclass(frozen=True)
