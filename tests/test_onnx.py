@@ -186,6 +186,19 @@ def test_unsupported_primitive_names_it_and_its_block_and_writes_nothing(tmp_pat
     assert os.listdir(tmp_path) == ["net.onnx"] and path.read_bytes() == b"previous model"
 
 
+def test_batch_size_in_numpy_code_needs_a_fixed_batch(tmp_path):
+    class Ramp(hybrid.HybridBlock):
+        def forward(self, x):
+            return x * np.arange(x.shape[0], dtype=np.float32)[:, None]  # NumPy needs a concrete batch size
+
+    net = Ramp()
+    x = np.ones((3, 2), np.float32)
+    with pytest.raises(ExportError, match="not with a symbolic batch axis.*dynamic_batch=False"):
+        to_onnx(net, tmp_path / "ramp.onnx", x)
+    path = to_onnx(net, tmp_path / "ramp.onnx", x, dynamic_batch=False)
+    assert_close(run_onnx(path, x)[0], [[0, 0], [1, 1], [2, 2]])
+
+
 def test_bad_calls(tmp_path):
     net = nn.Dense(3, in_units=4)
     with pytest.raises(RuntimeError, match="not initialised.*initialize"):

@@ -13,11 +13,12 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend import core as jcore
 
-from .. import _lazy, autograd, functional
+from .. import _lazy, autograd
 from ..cached_op import data_input_names
 from ..serialization import atomic_write
 from .errors import ExportError
@@ -41,8 +42,9 @@ def to_onnx(net: Any, path: str | os.PathLike, *example_inputs: Any, dynamic_bat
 
     Raises ImportError without jax2onnx/onnx; TypeError for an input that is not an array; ValueError for
     ``dynamic_batch`` with a 0-d input; RuntimeError for uninitialised parameters; ExportError naming the
-    JAX primitive (and the block path) that jax2onnx cannot convert, or for a model over protobuf's 2 GiB.
-    Errors of ``forward`` itself (a ShapeError...) propagate unchanged.
+    JAX primitive (and the block path) that jax2onnx cannot convert, for a forward that fails with a symbolic
+    batch axis, or for a model over protobuf's 2 GiB. Errors of ``forward`` on the example inputs (a
+    ShapeError...) propagate unchanged.
     """
     try:
         import jax2onnx
@@ -50,8 +52,8 @@ def to_onnx(net: Any, path: str | os.PathLike, *example_inputs: Any, dynamic_bat
         raise ImportError(f"to_onnx needs the 'jax2onnx' and 'onnx' packages (pip install 'hybrid[onnx]'): "
                           f"{exc}") from exc
     arrays = _check_inputs(example_inputs, dynamic_batch)
-    params = _initialised_params(net, arrays)
-    forward, raised = _inference_function(net, params)
+    _complete_parameters(net, arrays)
+    forward, raised = _inference_function(net)
     traced = jax.make_jaxpr(forward)(*arrays)
     if _finds(traced.jaxpr, _is_nd_max_pool):
         forward = _rewriting(forward)
@@ -61,9 +63,13 @@ def to_onnx(net: Any, path: str | os.PathLike, *example_inputs: Any, dynamic_bat
         model = jax2onnx.to_onnx(forward, specs, model_name=type(net).__name__, input_names=data_input_names(
             len(arrays)), output_names=_output_names(len(traced.out_avals)), **options)
     except Exception as exc:
-        if exc in raised or exc.__cause__ in raised:
+        if exc not in raised and exc.__cause__ not in raised:
+            raise _conversion_error(net, exc) from exc
+        if not dynamic_batch:
             raise
-        raise _conversion_error(net, exc) from exc
+        raise ExportError(f"to_onnx: forward of {type(net).__name__} runs on the example inputs but not with a "
+                          f"symbolic batch axis ({type(exc).__name__}: {exc}); keep the batch size out of Python "
+                          "and NumPy code, or pass dynamic_batch=False") from exc
     try:
         data = model.SerializeToString()
     except ValueError as exc:  # protobuf refuses messages over 2 GiB
@@ -85,12 +91,12 @@ def _check_inputs(example_inputs: Sequence[Any], dynamic_batch: bool) -> list:
         if dynamic_batch and x.ndim == 0:
             raise ValueError(f"to_onnx: dynamic_batch needs inputs with a leading batch axis; example input {i} "
                              "is 0-d (pass dynamic_batch=False)")
-        arrays.append(_lazy.concrete(x) if isinstance(x, jax.Array) else jax.numpy.asarray(x))
+        arrays.append(_lazy.concrete(x) if isinstance(x, jax.Array) else jnp.asarray(x))
     return arrays
 
 
-def _initialised_params(net: Any, arrays: list) -> list:
-    """The network's parameters, after one predict-mode call if some still wait for their shapes."""
+def _complete_parameters(net: Any, arrays: list) -> None:
+    """Refuse uninitialised parameters; make one predict-mode call if some still wait for their shapes."""
     params = net._unique_params()
     uninitialised = [p.name for p in params if p._data is None and p._deferred is None]
     if uninitialised:
@@ -99,24 +105,20 @@ def _initialised_params(net: Any, arrays: list) -> list:
     if any(p._data is None for p in params):
         with autograd.pause():
             net(*arrays)
-    return params
 
 
-def _inference_function(net: Any, params: list) -> tuple[Callable, list]:
-    """A pure function of the inputs running ``net`` in predict mode with its parameter values as constants,
-    returning the flat list of outputs; and the list where it keeps the exceptions ``forward`` raised."""
-    values = {p: _lazy.concrete(p._data) for p in params}
+def _inference_function(net: Any) -> tuple[Callable, list]:
+    """A pure function of the inputs running ``net`` in predict mode with its state as constants, returning
+    the flat list of outputs; and the list where it keeps the exceptions ``forward`` raised."""
+    state = net.state()
     raised: list = []
 
     def forward(*inputs: Any) -> tuple:
-        with autograd.pause(), functional.frame(values, frame_type=functional.TraceFrame) as frame:
-            try:
-                out = net(*inputs)
-            except Exception as exc:
-                raised.append(exc)
-                raise
-            finally:  # an attribute assigned in forward must not keep a tracer
-                frame.restore_attributes()
+        try:
+            out, _ = net.apply(state, *inputs)
+        except Exception as exc:
+            raised.append(exc)
+            raise
         return tuple(jax.tree_util.tree_leaves(out))
     return forward, raised
 
