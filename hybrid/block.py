@@ -20,6 +20,7 @@ from . import _context, _lazy, autograd, cached_op, functional
 from . import state as _state
 from . import init as _init
 from ._watch import Watched
+from .interop.arrays import convert_inputs, needs_conversion
 from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
 from .graph.memory.remat import RematPlan
 from .graph.pipeline import resolve_passes
@@ -507,9 +508,11 @@ class Block(Watched, metaclass=_BlockMeta):
 
     # -- calling --------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        depth = _context.call_depth
+        if not depth.value and needs_conversion(args, kwargs):  # PyTorch tensors, lists of numbers
+            args, kwargs = convert_inputs(self, args, kwargs)
         for hook in tuple(self._forward_pre_hooks.values()):
             hook(self, args)
-        depth = _context.call_depth
         depth.value += 1
         try:
             out = self._dispatch(args, kwargs)

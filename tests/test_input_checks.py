@@ -53,7 +53,7 @@ def test_set_learning_rate_refuses_nan_and_negative_values():
     assert trainer.learning_rate == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize("bad", [[1, 2, 3], "abc", None])
+@pytest.mark.parametrize("bad", [[1, "a", 3], "abc", None])
 @pytest.mark.parametrize("hybridize", [False, True])
 def test_a_non_array_input_is_named(bad, hybridize):
     net = nn.HybridSequential()

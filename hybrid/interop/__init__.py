@@ -1,0 +1,19 @@
+"""Exchanging models, parameters and arrays with other frameworks.
+
+``hybrid.interop.torch``: PyTorch ``state_dict``s in hybrid networks (torch is an optional extra and is
+imported only when used). ``hybrid.interop.arrays``: the conversion of foreign inputs (PyTorch tensors,
+lists of numbers) at a block's call.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["torch"]
+
+
+def __getattr__(name: str) -> Any:
+    # submodules load on first use, so that `import hybrid` imports none of the frameworks they bridge to
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
