@@ -18,6 +18,7 @@ from .trainer import Trainer
 from . import model_zoo
 from . import estimator
 from . import amp
+from . import interop
 
 __version__ = "0.1.0"
 
@@ -25,4 +26,4 @@ __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "ra
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
            "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo",
            "compile_caches", "CacheEntry", "set_verbosity", "estimator", "amp",
-           "ParameterDict"]
+           "ParameterDict", "interop"]
