@@ -8,6 +8,7 @@ Needs ``jax2onnx`` and ``onnx`` (``pip install 'hybrid[onnx]'``), imported on th
 """
 from __future__ import annotations
 
+import logging
 import os
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Sequence
@@ -60,8 +61,10 @@ def to_onnx(net: Any, path: str | os.PathLike, *example_inputs: Any, dynamic_bat
     specs = [jax.ShapeDtypeStruct((_BATCH,) + x.shape[1:] if dynamic_batch else x.shape, x.dtype) for x in arrays]
     options = {} if opset is None else {"opset": int(opset)}
     try:
-        model = jax2onnx.to_onnx(forward, specs, model_name=type(net).__name__, input_names=data_input_names(
-            len(arrays)), output_names=_output_names(len(traced.out_avals)), **options)
+        with _without_untyped_shape_notices():
+            model = jax2onnx.to_onnx(forward, specs, model_name=type(net).__name__,
+                                     input_names=data_input_names(len(arrays)),
+                                     output_names=_output_names(len(traced.out_avals)), **options)
     except Exception as exc:
         if exc not in raised and exc.__cause__ not in raised:
             raise _conversion_error(net, exc) from exc
@@ -125,6 +128,24 @@ def _inference_function(net: Any) -> tuple[Callable, list]:
 
 def _output_names(n: int) -> list[str]:
     return ["output"] if n == 1 else [f"output{i}" for i in range(n)]
+
+
+class _UntypedShapeNotice(logging.Filter):
+    """Drops onnx_ir's warning that it leaves the shape of an intermediate value of unknown type out of the
+    model's optional value_info (jax2onnx leaves some shape computations untyped; the model is complete)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("The value type for shape")
+
+
+@contextmanager
+def _without_untyped_shape_notices() -> Iterator[None]:
+    logger, notice = logging.getLogger("onnx_ir.serde"), _UntypedShapeNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
 
 
 def _conversion_error(net: Any, exc: Exception) -> ExportError:
