@@ -58,7 +58,7 @@ __all__ = ["load_torch_state_dict", "torch_state_dict", "load_torchvision", "tor
            "torchvision_net", "TorchvisionBottleneck", "TORCHVISION_ARCHS"]
 
 TORCHVISION_ARCHS = _torchvision.ARCHS
-Mapping_ = Union[Mapping[str, Union[str, None]], Callable[[str], Union[str, None]], None]
+NameMapping = Union[Mapping[str, Union[str, None]], Callable[[str], Union[str, None]], None]
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def _shape_of(value: Any) -> tuple:
     return tuple(int(d) for d in (shape if shape is not None else np.shape(value)))
 
 
-def _rename(mapping: Mapping_, name: str) -> str | None:
+def _rename(mapping: NameMapping, name: str) -> str | None:
     if mapping is None:
         return name
     if callable(mapping) and not isinstance(mapping, Mapping):
@@ -179,7 +179,7 @@ def _rename(mapping: Mapping_, name: str) -> str | None:
     return mapping.get(name, name)
 
 
-def _plan(net: Block, state_dict: Mapping[str, Any], mapping: Mapping_, strict: bool) -> tuple[list, dict]:
+def _plan(net: Block, state_dict: Mapping[str, Any], mapping: NameMapping, strict: bool) -> tuple[list, dict]:
     """Check every name and shape; return ``[(parameter, torch name, piece)]`` and ``{hybrid name: torch
     name}``. Raises ShapeError / ValueError (nothing has been read or written yet)."""
     names = {}
@@ -260,7 +260,7 @@ def _entries_of(source: Any) -> Mapping[str, Any]:
     return state_dict
 
 
-def load_torch_state_dict(net: Block, state_dict: Any, mapping: Mapping_ = None, strict: bool = True,
+def load_torch_state_dict(net: Block, state_dict: Any, mapping: NameMapping = None, strict: bool = True,
                           dry_run: bool = False) -> dict[str, str]:
     """Write a PyTorch ``state_dict`` into ``net``'s parameters; nothing changes unless every check passes.
 
