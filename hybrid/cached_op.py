@@ -185,8 +185,8 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
 
 
 def _drop_rng_inputs(graph: Graph) -> Graph:
-    from .graph.passes.dce import dead_code_elimination
-    graph, _ = dead_code_elimination(graph)
+    from .graph.passes.dce import dce
+    graph, _ = dce(graph)
     rng_inputs = graph.inputs[-2:]
     used = {v for node in graph.nodes for v in node.inputs} | set(graph.outputs)
     if any(v in used for v in rng_inputs):

@@ -11,7 +11,7 @@ from .cached_op import LIVE_CACHES, CompiledForward, trace_block
 from .compile import LIVE_STEPS
 from .graph.lower import lower
 from .graph.memory import MemoryPlan, plan_memory, training_graph
-from .graph import Graph, format_stats, resolve_passes, run_passes
+from .graph import Graph, Target, format_stats, resolve_passes, run_passes
 from .graph.pipeline import PassStat
 
 __all__ = ["inspect", "Inspection", "memory_plan", "CacheEntry", "compile_caches"]
@@ -25,9 +25,10 @@ class Inspection:
     after: Graph
     stats: list[PassStat]
     passes: tuple[str, ...]
+    target: Target
 
     def __str__(self) -> str:
-        return (f"passes: {', '.join(self.passes) or '(none)'}\n{format_stats(self.stats)}\n\n"
+        return (f"passes: {', '.join(self.passes) or '(none)'}\n{format_stats(self.stats, self.target)}\n\n"
                 f"-- before ({len(self.before)} nodes) --\n{self.before}\n\n"
                 f"-- after ({len(self.after)} nodes) --\n{self.after}")
 
@@ -47,8 +48,9 @@ def inspect(block: Any, *inputs: Any, passes: str | Sequence[str] | None = None,
     chosen = resolve_passes(passes) if passes is not None else getattr(block, "_passes", resolve_passes(None))
     with autograd.pause(train_mode=training):
         traced = trace_block(block, (inputs, {}))
-    after, stats = run_passes(traced.graph, chosen)
-    return Inspection(traced.graph, after, stats, tuple(chosen))
+    target = Target.for_backend()
+    after, stats = run_passes(traced.graph, chosen, target)
+    return Inspection(traced.graph, after, stats, tuple(chosen), target)
 
 
 def memory_plan(block: Any, *inputs: Any, training: bool = True, remat: Any = None,

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .ops import call, register
+from .ops import OpPattern as P, call, register
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -32,8 +32,21 @@ ACTIVATIONS = {
 }
 
 
+def _layout_channel_axis(attrs: dict, shape: tuple) -> int:
+    """The channel axis of an op with a ``layout`` attribute (``'NCHW'`` -> 1, ``'NHWC'`` -> 3)."""
+    return attrs["layout"].index("C")
+
+
+def _runs_shifted(attrs: dict, in_shapes: list, target: Any) -> bool:
+    """A convolution computed as shifted products keeps its layout (see :func:`depthwise_runs_shifted`)."""
+    layout = attrs["layout"]
+    return target.depthwise_as_shifts and shiftable_depthwise(
+        in_shapes[0], in_shapes[1], attrs["groups"], layout, attrs.get("weight_layout") or kernel_layout(layout))
+
+
 # -- dense ------------------------------------------------------------------------
-@register("dense", "out_elementwise_fusable", precision="low")
+@register("dense", P.OUT_ELEMENTWISE_FUSABLE, precision="low", channel_axis=lambda attrs, shape: len(shape) - 1,
+          scale_foldable=True, group_op="dense_group")
 def _dense(x, weight, bias=None, *, flatten: bool = True):
     if flatten and x.ndim != 2:
         x = x.reshape(x.shape[0], -1)
@@ -47,7 +60,7 @@ def dense(x, weight, bias=None, flatten: bool = True):
 
 
 # -- activations ------------------------------------------------------------------
-@register("activation", "elementwise")
+@register("activation", P.ELEMENTWISE)
 def _activation(x, *, act_type: str):
     return ACTIVATIONS[act_type](x)
 
@@ -57,7 +70,7 @@ def activation(x, act_type: str):
     return call("activation", x, act_type=act_type)
 
 
-@register("softmax", "reduce", precision="float32")
+@register("softmax", P.COMM_REDUCE, precision="float32")
 def _softmax(x, *, axis: int = -1, temperature: float = 1.0):
     return jax.nn.softmax(x / temperature if temperature != 1.0 else x, axis=axis)
 
@@ -66,7 +79,7 @@ def softmax(x, axis: int = -1, temperature: float = 1.0):
     return call("softmax", x, axis=axis, temperature=temperature)
 
 
-@register("log_softmax", "reduce", precision="float32")
+@register("log_softmax", P.COMM_REDUCE, precision="float32")
 def _log_softmax(x, *, axis: int = -1, temperature: float = 1.0):
     return jax.nn.log_softmax(x / temperature if temperature != 1.0 else x, axis=axis)
 
@@ -82,7 +95,9 @@ def kernel_layout(layout: str) -> str:
     return "OI" + spatial if layout.index("C") == 1 else "O" + spatial + "I"
 
 
-@register("convolution", "out_elementwise_fusable", precision="low")
+@register("convolution", P.OUT_ELEMENTWISE_FUSABLE, precision="low", channel_axis=_layout_channel_axis,
+          layout_attr="layout", weight_layout_attr="weight_layout", keeps_layout=_runs_shifted,
+          scale_foldable=True)
 def _convolution(x, weight, bias=None, *, strides, padding, dilation, groups, layout, weight_layout=None):
     weight_layout = weight_layout or kernel_layout(layout)
     if depthwise_runs_shifted(x.shape, weight.shape, groups, layout, weight_layout):
@@ -101,14 +116,20 @@ def _convolution(x, weight, bias=None, *, strides, padding, dilation, groups, la
 _MAX_SHIFTED_TAPS = 49
 
 
-def depthwise_runs_shifted(x_shape, weight_shape, groups, layout, weight_layout) -> bool:
-    """Whether a convolution is depthwise (one filter per channel) and runs as a sum of shifted
-    products: on XLA:CPU, whose grouped convolution is several times slower than that."""
+def shiftable_depthwise(x_shape, weight_shape, groups, layout, weight_layout) -> bool:
+    """Whether a convolution is depthwise (one filter per channel) with few enough taps to run as a sum
+    of shifted products."""
     channels = x_shape[layout.index("C")]
     taps = int(np.prod([weight_shape[weight_layout.index(c)] for c in weight_layout if c not in "OI"]))
     return (groups > 1 and groups == channels == weight_shape[weight_layout.index("O")]
-            and weight_shape[weight_layout.index("I")] == 1 and taps <= _MAX_SHIFTED_TAPS
-            and jax.default_backend() == "cpu")
+            and weight_shape[weight_layout.index("I")] == 1 and taps <= _MAX_SHIFTED_TAPS)
+
+
+def depthwise_runs_shifted(x_shape, weight_shape, groups, layout, weight_layout) -> bool:
+    """Whether a convolution runs as a sum of shifted products: a shiftable depthwise one on XLA:CPU,
+    whose grouped convolution is several times slower than that."""
+    return shiftable_depthwise(x_shape, weight_shape, groups, layout, weight_layout) and \
+        jax.default_backend() == "cpu"
 
 
 def _depthwise_as_sum(x, weight, strides, padding, dilation, layout, weight_layout):
@@ -162,7 +183,7 @@ def _pool_padding(in_size: int, kernel: int, stride: int, pad: int, ceil_mode: b
     return pad, pad + extra
 
 
-@register("pooling", "opaque")
+@register("pooling", P.OPAQUE, channel_axis=_layout_channel_axis, layout_attr="layout")
 def _pooling(x, *, pool_type, kernel, strides, padding, ceil_mode, count_include_pad, layout):
     axes = _spatial_axes(layout)
     window = [1] * x.ndim
@@ -218,7 +239,7 @@ def pooling(x, *, pool_type: str, kernel: Sequence[int], strides: Sequence[int],
                 padding=tuple(padding), ceil_mode=ceil_mode, count_include_pad=count_include_pad, layout=layout)
 
 
-@register("global_pooling", "reduce")
+@register("global_pooling", P.COMM_REDUCE, channel_axis=_layout_channel_axis, layout_attr="layout")
 def _global_pooling(x, *, pool_type, layout):
     axes = _spatial_axes(layout)
     if pool_type == "max":
@@ -236,7 +257,8 @@ def _stats_dtype(dtype):
     return jnp.promote_types(dtype, jnp.float32)
 
 
-@register("batch_norm", "opaque")
+@register("batch_norm", P.OPAQUE, channel_axis=lambda attrs, shape: attrs["axis"] % len(shape),
+          channel_axis_attr="axis", affine_in_inference=True, stateful=True)
 def _batch_norm(x, gamma, beta, running_mean, running_var, *, axis, eps, momentum, training):
     axis = axis % x.ndim
     reduce_axes = tuple(i for i in range(x.ndim) if i != axis)
@@ -270,7 +292,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, *, axis: int = 1, eps:
                 momentum=momentum, training=training)
 
 
-@register("layer_norm", "opaque")
+@register("layer_norm", P.OPAQUE)
 def _layer_norm(x, gamma, beta, *, axis, eps):
     xf = x.astype(_stats_dtype(x.dtype))
     mean = jnp.mean(xf, axis=axis, keepdims=True)
@@ -287,7 +309,7 @@ def layer_norm(x, gamma, beta, *, axis: int = -1, eps: float = 1e-5):
 
 
 # -- embedding and dropout --------------------------------------------------------
-@register("embedding", "injective")
+@register("embedding", P.INJECTIVE)
 def _embedding(indices, weight):
     return jnp.take(weight, indices.astype(jnp.int32), axis=0, mode="clip")
 
@@ -297,7 +319,7 @@ def embedding(indices, weight):
     return call("embedding", indices, weight)
 
 
-@register("dropout", "elementwise")
+@register("dropout", P.OPAQUE, random=True)
 def _dropout(x, key, *, rate, axes):
     keep = 1.0 - rate
     mask_shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
@@ -314,7 +336,7 @@ def dropout(x, key: Any, *, rate: float, axes: Sequence[int] = ()):
 
 
 # -- attention ---------------------------------------------------------------------
-@register("attention", "opaque", precision="low")
+@register("attention", P.OPAQUE, precision="low")
 def _attention(query, key, value, mask=None, *, scale, causal):
     return jax.nn.dot_product_attention(query, key, value, mask=mask, scale=scale, is_causal=causal)
 
@@ -333,7 +355,7 @@ def attention(query, key, value, mask=None, *, scale: float | None = None, causa
 
 
 # -- selection and fused losses --------------------------------------------------------
-@register("pick", "injective")
+@register("pick", P.INJECTIVE)
 def _pick(data, index, *, axis):
     index = jnp.expand_dims(index.astype(jnp.int32), axis)
     return jnp.squeeze(jnp.take_along_axis(data, index, axis=axis, mode="clip"), axis)
@@ -344,7 +366,7 @@ def pick(data, index, axis: int = -1):
     return call("pick", data, index, axis=axis % data.ndim)
 
 
-@register("softmax_cross_entropy", "reduce", precision="float32")
+@register("softmax_cross_entropy", P.COMM_REDUCE, precision="float32")
 def _softmax_cross_entropy(logits, index, *, axis):
     shifted = logits - lax.stop_gradient(jnp.max(logits, axis=axis, keepdims=True))
     log_norm = jnp.log(jnp.sum(jnp.exp(shifted), axis=axis))
@@ -357,7 +379,7 @@ def softmax_cross_entropy(logits, index, axis: int = -1):
 
 
 # -- ops created by graph passes ------------------------------------------------------------
-@register("batch_norm_fold", "opaque")
+@register("batch_norm_fold", P.OPAQUE)
 def _batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps, out_axis):
     scale = gamma.astype(jnp.float32) * lax.rsqrt(var.astype(jnp.float32) + eps)
     shape = [1] * weight.ndim
@@ -375,7 +397,7 @@ def batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps: float, ou
     return call("batch_norm_fold", weight, gamma, beta, mean, var, bias, eps=eps, out_axis=out_axis)
 
 
-@register("dense_group", "out_elementwise_fusable", precision="low")
+@register("dense_group", P.OUT_ELEMENTWISE_FUSABLE, precision="low")
 def _dense_group(x, *weights_and_biases, units, has_bias, flatten):
     weights, biases, i = [], [], 0
     for n, bias in zip(units, has_bias):
@@ -401,7 +423,7 @@ def dense_group(x, weights: Sequence, biases: Sequence, flatten: bool = True):
                 has_bias=tuple(b is not None for b in biases), flatten=flatten)
 
 
-@register("attention_general", "opaque", precision="low")
+@register("attention_general", P.OPAQUE, precision="low")
 def _attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch, scale):
     lower = _attention_fused if jax.default_backend() == "gpu" else _attention_einsum
     return lower(q, k, v, q_perm, k_perm, v_perm, out_perm, n_batch, scale)
@@ -444,7 +466,7 @@ def attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch: int
 
 
 # -- transposed convolution ---------------------------------------------------------
-@register("conv_transpose", "out_elementwise_fusable", precision="low")
+@register("conv_transpose", P.OUT_ELEMENTWISE_FUSABLE, precision="low")
 def _conv_transpose(x, weight, bias=None, *, strides, padding, output_padding, dilation, groups, layout):
     nd = len(strides)
     channels_last = layout.index("C") != 1
@@ -481,7 +503,7 @@ def conv_transpose(x, weight, bias=None, *, strides: Sequence[int], padding: Seq
 
 
 # -- activations with a slope ------------------------------------------------------
-@register("leaky_relu", "broadcast")
+@register("leaky_relu", P.BROADCAST)
 def _leaky_relu(x, gamma=None, *, act_type, slope):
     if act_type == "leaky":
         return jax.nn.leaky_relu(x, slope)
@@ -500,7 +522,7 @@ def leaky_relu(x, gamma=None, *, act_type: str = "leaky", slope: float = 0.25):
 
 
 # -- group and instance normalisation -------------------------------------------------
-@register("group_norm", "opaque")
+@register("group_norm", P.OPAQUE)
 def _group_norm(x, gamma, beta, *, num_groups, axis, eps):
     moved = jnp.moveaxis(x, axis, 1)
     xf = moved.astype(_stats_dtype(x.dtype)).reshape(moved.shape[0], num_groups, -1)
@@ -541,7 +563,7 @@ def _rnn_step(mode, x_proj, h, c, h2h_weight, h2h_bias):
     return act(x_proj + h_proj), None
 
 
-@register("rnn_cell", "opaque", precision="low")
+@register("rnn_cell", P.OPAQUE, precision="low")
 def _rnn_cell(x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode):
     return _rnn_step(mode, _dense(x, i2h_weight, i2h_bias, flatten=False), h, c, h2h_weight, h2h_bias)
 
@@ -552,7 +574,7 @@ def rnn_cell(x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode: str):
     return call("rnn_cell", x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, mode=mode)
 
 
-@register("rnn_layer", "opaque", precision="low")
+@register("rnn_layer", P.OPAQUE, precision="low")
 def _rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode, reverse):
     x_proj = _dense(x, i2h_weight, i2h_bias, flatten=False)  # all time steps in one matmul
 

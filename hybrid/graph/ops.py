@@ -1,15 +1,21 @@
-"""The big-op registry: layer operations that stay single named nodes in the graph.
+"""The op vocabulary of the graph: big ops and their traits, and the fusion patterns of primitives.
 
-A big op is registered with its JAX implementation and a fusion *pattern*
-(TVM's vocabulary: ``elementwise``, ``broadcast``, ``injective``, ``reduce``,
-``out_elementwise_fusable``, ``opaque``).  Calling :func:`call` runs the op
-through a ``jax.jit``-wrapped function whose name encodes the op and its
-attributes, so that a trace of any JAX function sees the op as one call and
-:mod:`hybrid.graph.trace` can turn it back into a single node.  Eagerly, the
-same jitted function runs as one compiled kernel.
+A *big op* is a layer operation that stays one named node in the graph (``dense``, ``convolution``,
+``batch_norm``...). It is registered with its JAX implementation and its *traits*: its fusion pattern
+(:class:`OpPattern`), its precision under mixed precision, and what the passes need to know to rewrite
+it (the axis holding channels, the attribute naming its data layout, whether a per-channel scale of its
+output folds into its weight...). Passes ask these traits, never an op's name, so an op registered with
+the right traits is handled by every pass without changing them.
+
+How the tracer recognises a big op (the identity trick): :func:`call` runs the op through a
+``jax.jit``-wrapped function whose *name* encodes the op and its attributes (``hybrid_op_<index>__<op>``,
+the index pointing into a table of bound ops). A trace of any JAX function therefore sees the op as one
+call of a jitted function; :mod:`hybrid.graph.trace` reads the name back with :func:`bound_op` and makes
+the call one node, keeping the attributes. Eagerly, the same jitted function runs as one compiled kernel.
 """
 from __future__ import annotations
 
+import enum
 import re
 import threading
 from dataclasses import dataclass
@@ -19,20 +25,63 @@ import jax
 
 from . import precision as _precision
 
-__all__ = ["OpDef", "register", "call", "get", "bound_op", "BOUND_NAME"]
+__all__ = ["OpPattern", "OpDef", "register", "call", "get", "bound_op", "pattern_of", "BOUND_NAME"]
 
-PATTERNS = ("elementwise", "broadcast", "injective", "reduce", "out_elementwise_fusable", "opaque")
+
+class OpPattern(enum.IntEnum):
+    """Fusion kinds, ordered as in TVM's operator fusion: a later kind constrains fusion more. The kind
+    of a group of ops is the ``max`` of its members' kinds.
+
+    ELEMENTWISE: each output element from the same-index input elements (``add``, ``exp``).
+    BROADCAST: elementwise after broadcasting inputs (``broadcast_in_dim``).
+    INJECTIVE: each output element from one input element, anywhere (``reshape``, ``transpose``, ``slice``).
+    COMM_REDUCE: a commutative reduction (``reduce_sum``, softmax's normaliser).
+    OUT_ELEMENTWISE_FUSABLE: an anchor that takes elementwise epilogues (matmul, convolution).
+    OPAQUE: never fused (control flow, random numbers, ops with several outputs or effects).
+    """
+
+    ELEMENTWISE = 0
+    BROADCAST = 1
+    INJECTIVE = 2
+    COMM_REDUCE = 3
+    OUT_ELEMENTWISE_FUSABLE = 4
+    OPAQUE = 8
 
 
 @dataclass(frozen=True)
 class OpDef:
-    """A registered big op: ``impl(*inputs, **attrs)``, its fusion pattern and its precision trait
-    under mixed precision (``'low'``, ``'float32'`` or ``'follow'``, see :mod:`.precision`)."""
+    """A registered big op: ``impl(*inputs, **attrs)`` and its traits.
+
+    - ``pattern``: its :class:`OpPattern`.
+    - ``precision``: ``'low'``, ``'float32'`` or ``'follow'`` under mixed precision (:mod:`.precision`).
+    - ``channel_axis(attrs, out_shape)``: the axis of its first output that holds channels, or None.
+    - ``layout_attr``: the attribute naming its data layout (``'NCHW'``...), which a pass may change
+      to the channels-last layout; ``weight_layout_attr``: the attribute naming the layout of its weight
+      (input 1); ``keeps_layout(attrs, in_shapes, target)``: True where the op must keep its layout on
+      ``target`` (a :class:`hybrid.graph.target.Target`).
+    - ``channel_axis_attr``: the attribute holding its channel axis, which a pass may move.
+    - ``scale_foldable``: a per-channel scale of its output can be folded into its weight (input 1,
+      output channels leading) and bias (input 2).
+    - ``affine_in_inference``: with ``training=False`` it is the per-channel affine map
+      ``(x - mean) * gamma / sqrt(var + eps) + beta`` of inputs ``(x, gamma, beta, mean, var)``.
+    - ``group_op``: the op computing several of these ops on one input at once (horizontal fusion).
+    - ``random``: it draws random numbers (from a key input); ``stateful``: it also returns new state.
+    """
 
     name: str
     impl: Callable
-    pattern: str = "opaque"
+    pattern: OpPattern = OpPattern.OPAQUE
     precision: str = "follow"
+    channel_axis: Callable[[dict, tuple], int] | None = None
+    layout_attr: str | None = None
+    weight_layout_attr: str | None = None
+    keeps_layout: Callable[[dict, list, Any], bool] | None = None
+    channel_axis_attr: str | None = None
+    scale_foldable: bool = False
+    affine_in_inference: bool = False
+    group_op: str | None = None
+    random: bool = False
+    stateful: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,15 +101,17 @@ _BIND_LOCK = threading.Lock()
 BOUND_NAME = re.compile(r"^hybrid_op_(\d+)__")
 
 
-def register(name: str, pattern: str = "opaque", precision: str = "follow") -> Callable[[Callable], Callable]:
-    """Decorator registering ``impl`` as big op ``name``."""
-    if pattern not in PATTERNS:
-        raise ValueError(f"unknown fusion pattern {pattern!r}; expected one of {PATTERNS}")
+def register(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = "follow",
+             **traits: Any) -> Callable[[Callable], Callable]:
+    """Decorator registering ``impl`` as big op ``name`` with its traits (see :class:`OpDef`).
+    Raises TypeError/ValueError for an unknown pattern, precision or trait."""
+    if not isinstance(pattern, OpPattern):
+        raise TypeError(f"op {name!r}: pattern must be an OpPattern, got {pattern!r}")
     if precision not in _precision.PRECISIONS:
         raise ValueError(f"unknown precision trait {precision!r}; expected one of {_precision.PRECISIONS}")
 
     def deco(impl: Callable) -> Callable:
-        _REGISTRY[name] = OpDef(name, impl, pattern, precision)
+        _REGISTRY[name] = OpDef(name, impl, pattern, precision, **traits)
         return impl
 
     return deco
@@ -127,3 +178,45 @@ def bound_op(call_name: str) -> BoundOp | None:
     index = int(match.group(1))
     return _BOUND[index] if index < len(_BOUND) else None
 
+
+
+# -- primitives -----------------------------------------------------------------------------
+_PRIM_PATTERNS: dict[str, OpPattern] = {
+    **dict.fromkeys("""add sub mul div max min pow integer_pow exp exp2 log log1p expm1 tanh logistic sin cos tan
+neg abs sqrt rsqrt cbrt sign floor ceil round erf erfc erf_inv select_n convert_element_type eq ne lt le gt ge and
+or not xor is_finite nextafter rem atan2 square clamp stop_gradient asin acos atan sinh cosh asinh acosh
+atanh""".split(), OpPattern.ELEMENTWISE),
+    "broadcast_in_dim": OpPattern.BROADCAST,
+    **dict.fromkeys(("reshape", "transpose", "squeeze", "expand_dims", "slice", "concatenate", "pad", "rev"),
+                    OpPattern.INJECTIVE),
+    **dict.fromkeys(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "reduce_and",
+                     "reduce_or"), OpPattern.COMM_REDUCE),
+}
+_CALLS = ("pjit", "jit", "closed_call", "custom_jvp_call")
+
+
+def _jaxpr_is_elementwise(jaxpr: Any) -> bool:
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if _PRIM_PATTERNS.get(name) is OpPattern.ELEMENTWISE:
+            continue
+        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+        if name in _CALLS and inner is not None and _jaxpr_is_elementwise(getattr(inner, "jaxpr", inner)):
+            continue
+        return False
+    return True
+
+
+def pattern_of(node: Any) -> OpPattern:
+    """The fusion pattern of a graph node: its big op's trait, its primitive's kind, or OPAQUE (effects,
+    several outputs, unknown primitives); a custom-derivative call is ELEMENTWISE when its body is."""
+    if node.effects or len(node.outputs) != 1:
+        return OpPattern.OPAQUE
+    if node.kind == "op":
+        return get(node.op).pattern
+    if node.kind != "prim":
+        return OpPattern.OPAQUE
+    if node.op == "custom_jvp_call":
+        inner = node.attrs["call_jaxpr"]
+        return OpPattern.ELEMENTWISE if _jaxpr_is_elementwise(getattr(inner, "jaxpr", inner)) else OpPattern.OPAQUE
+    return _PRIM_PATTERNS.get(node.op, OpPattern.OPAQUE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..ir import Node, Value
-from ..passes.fuse import pattern
+from ..ops import OpPattern, pattern_of
 from .liveness import Buffer, Liveness
 
 __all__ = ["inplace_pairs", "merge_inplace"]
@@ -22,7 +22,7 @@ def inplace_pairs(schedule: Sequence[Node], live: Liveness) -> list[tuple[Value,
     arena = set(live.intermediates)
     pairs = []
     for step, node in enumerate(schedule):
-        if len(node.outputs) != 1 or node.outputs[0] not in arena or pattern(node) != "elementwise":
+        if len(node.outputs) != 1 or node.outputs[0] not in arena or pattern_of(node) is not OpPattern.ELEMENTWISE:
             continue
         out = node.outputs[0]
         for value in dict.fromkeys(node.inputs):

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ..ir import Graph
-from ..passes.dce import dead_code_elimination
+from ..passes.dce import dce
 from ..trace import trace
 
 __all__ = ["training_graph", "training_step"]
@@ -81,5 +81,5 @@ def training_graph(fn: Callable, *args: Any, wrt: Sequence[int] | None = None,
     ``input_names`` names the leaves of ``args`` (default ``in0``, ``in1``...).
     """
     step, specs, names = training_step(fn, *args, wrt=wrt, input_names=input_names)
-    graph, _ = dead_code_elimination(trace(step, *specs, input_names=names))
+    graph, _ = dce(trace(step, *specs, input_names=names))
     return graph

@@ -11,6 +11,7 @@ biases are not matched (such code is left as written).
 """
 from __future__ import annotations
 
+from ..target import Target
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, const_value, is_scalar_const, make_op_node, types_of, use_counts
 from . import register_pass
@@ -92,8 +93,8 @@ def match_attention(out_dot: Node, counts: dict, consts: dict) -> dict | None:
     return None
 
 
-@register_pass("attention")
-def attention_rewrite(graph: Graph) -> tuple[Graph, dict]:
+@register_pass("attention", requires=("recognize",))
+def attention(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     counts = use_counts(graph)
     matches = {}
     for node in graph.nodes:
@@ -111,6 +112,4 @@ def attention_rewrite(graph: Graph) -> tuple[Graph, dict]:
         inputs = [rewriter.value(v) for v in match.pop("inputs")]
         fused = rewriter.emit(make_op_node("attention_general", inputs, node.scope, types_of(node.outputs[0]), **match))
         rewriter.replace(node.outputs[0], fused.outputs[0])
-    from .dce import dead_code_elimination
-    result, _ = dead_code_elimination(rewriter.finish())
-    return result, {"attentions_rewritten": len(matches), "nodes_removed": len(graph.nodes) - len(result.nodes)}
+    return rewriter.finish(), {"attentions_rewritten": len(matches), "nodes_removed": len(matches)}

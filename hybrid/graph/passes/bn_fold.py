@@ -1,12 +1,16 @@
 """BatchNorm folding for inference: ``batch_norm(conv(x, w, b))`` with running statistics becomes
 ``conv(x, w', b')`` where ``w' = w * s`` per output channel, ``b' = (b - mean) * s + beta`` and
-``s = gamma / sqrt(var + eps)`` (conv kernels and dense weights both lead with the output channel).
+``s = gamma / sqrt(var + eps)``.
+
+In the ops' traits (:class:`hybrid.graph.ops.OpDef`): the normalisation is an op that is
+``affine_in_inference``; the producer is ``scale_foldable`` (its weight, input 1, leads with the output
+channel, as conv kernels and dense weights do); both declare a ``channel_axis``, which must agree.
 Parameters are graph inputs, so ``w'`` and ``b'`` are computed in the
 graph by one small ``batch_norm_fold`` node (O(parameters) work instead of a pass over the activations).
 
 Fires only when: the BatchNorm uses running statistics (``training=False``), its input is produced by a
-``convolution`` or ``dense`` node whose output has no other reader, and it normalises that node's output
-channel axis.
+scale-foldable op (``convolution``, ``dense``) whose output has no other reader, and it normalises that
+op's output channel axis.
 
 Declines when the weight is over half the size of the output (deep convolutions at small batches):
 where the folded weight is recomputed at every call (inside ``hybrid.compile`` programs; hybridized
@@ -16,39 +20,39 @@ of the weight costs more than the pass over the activations it spares (ResNet-18
 """
 from __future__ import annotations
 
+from .. import ops
 from ..ir import Graph, Node
 from ..rewrite import Rewriter, make_op_node, types_of, use_counts
+from ..target import Target
 from . import register_pass
 
 
-def _channel_axis(producer: Node) -> int | None:
-    """The axis of ``producer``'s output holding its output channels."""
-    out = producer.outputs[0]
-    if producer.op == "convolution":
-        return producer.attrs["layout"].index("C")
-    if producer.op == "dense":
-        return len(out.shape) - 1
-    return None
+def channel_axis(node: Node) -> int | None:
+    """The axis of ``node``'s first output holding channels, by its op's trait, or None."""
+    if node.kind != "op":
+        return None
+    axis_of = ops.get(node.op).channel_axis
+    return None if axis_of is None else axis_of(node.attrs, node.outputs[0].shape)
 
 
 def foldable(bn: Node, counts: dict) -> bool:
     """Whether ``bn`` can be folded into its producer (see module docstring)."""
-    if bn.kind != "op" or bn.op != "batch_norm" or bn.attrs.get("training"):
+    if bn.kind != "op" or not ops.get(bn.op).affine_in_inference or bn.attrs.get("training"):
         return False
     source = bn.inputs[0]
     producer = source.producer
-    if producer is None or producer.kind != "op" or producer.op not in ("convolution", "dense"):
+    if producer is None or producer.kind != "op" or not ops.get(producer.op).scale_foldable:
         return False
     if counts.get(source, 0) != 1:
         return False
-    axis = _channel_axis(producer)
-    if axis is None or bn.attrs["axis"] % len(source.shape) != axis:
+    axis = channel_axis(producer)
+    if axis is None or channel_axis(bn) != axis:
         return False
     return 2 * producer.inputs[1].nbytes <= source.nbytes
 
 
 @register_pass("bn_fold")
-def batch_norm_folding(graph: Graph) -> tuple[Graph, dict]:
+def bn_fold(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     counts = use_counts(graph)
     folds = [bn for bn in graph.nodes if foldable(bn, counts)]
     if not folds:

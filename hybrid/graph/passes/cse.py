@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..target import Target
 from ..ir import Graph
 from ..rewrite import Rewriter, const_value
 from . import register_pass
@@ -35,7 +36,7 @@ def node_key(node, inputs) -> tuple | None:
 
 
 @register_pass("cse")
-def common_subexpression_elimination(graph: Graph) -> tuple[Graph, dict]:
+def cse(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     rewriter = Rewriter(graph)
     merged_consts = 0
     by_content: dict[tuple, Any] = {}

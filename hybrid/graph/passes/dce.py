@@ -5,11 +5,12 @@ Nodes with side effects (e.g. ``jax.debug.print``) are always kept.
 from __future__ import annotations
 
 from ..ir import Graph
+from ..target import Target
 from . import register_pass
 
 
 @register_pass("dce")
-def dead_code_elimination(graph: Graph) -> tuple[Graph, dict]:
+def dce(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     live = set(graph.outputs)
     kept = []
     for node in reversed(graph.nodes):

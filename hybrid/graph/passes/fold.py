@@ -8,6 +8,7 @@ import math
 import jax
 import numpy as np
 
+from ..target import Target
 from ..ir import Graph
 from ..lower import evaluate_node
 from ..rewrite import Rewriter
@@ -25,7 +26,7 @@ def _numeric(dtype) -> bool:
 
 
 @register_pass("fold")
-def constant_folding(graph: Graph) -> tuple[Graph, dict]:
+def fold(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     rewriter = Rewriter(graph)
     folded = 0
     for node in graph.nodes:

@@ -1,6 +1,7 @@
 """Elementwise fusion: chains of elementwise, broadcast and injective operations are grouped into
 ``fused`` nodes, each lowered as one unit (a named sub-computation), by rules in the vocabulary of
-TVM's operator fusion:
+TVM's operator fusion (:class:`hybrid.graph.ops.OpPattern`, ordered; a group's kind is the max of its
+members'):
 
 - elementwise/broadcast ops join their producer's group (a matmul/convolution *anchor* takes them as
   its epilogue);
@@ -18,75 +19,32 @@ import itertools
 
 import jax
 
-from .. import ops
 from ..ir import Graph, Node, Value
 from ..lower import lower, register_kind
+from ..ops import OpPattern, pattern_of
 from ..rewrite import use_counts
+from ..target import Target
 from . import register_pass
-
-ELEMENTWISE = frozenset("""add sub mul div max min pow integer_pow exp exp2 log log1p expm1 tanh logistic sin cos tan
-neg abs sqrt rsqrt cbrt sign floor ceil round erf erfc erf_inv select_n convert_element_type eq ne lt le gt ge and or
-not xor is_finite nextafter rem atan2 square clamp stop_gradient asin acos atan sinh cosh asinh acosh atanh""".split())
-BROADCAST = frozenset({"broadcast_in_dim"})
-INJECTIVE = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "slice", "concatenate", "pad", "rev"})
-REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "reduce_and",
-                    "reduce_or"})
-_CALLS = ("pjit", "jit", "closed_call", "custom_jvp_call")
-
-
-def _jaxpr_is_elementwise(jaxpr) -> bool:
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if name in ELEMENTWISE:
-            continue
-        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
-        if name in _CALLS and inner is not None and _jaxpr_is_elementwise(getattr(inner, "jaxpr", inner)):
-            continue
-        return False
-    return True
-
-
-def pattern(node: Node) -> str:
-    """The fusion pattern of a node: elementwise, broadcast, injective, reduce, out_elementwise_fusable, opaque."""
-    if node.effects or len(node.outputs) != 1:
-        return "opaque"
-    if node.kind == "op":
-        return ops.get(node.op).pattern if node.op != "dropout" else "opaque"
-    if node.kind != "prim":
-        return "opaque"
-    if node.op in ELEMENTWISE:
-        return "elementwise"
-    if node.op in BROADCAST:
-        return "broadcast"
-    if node.op in INJECTIVE:
-        return "injective"
-    if node.op in REDUCE:
-        return "reduce"
-    if node.op == "custom_jvp_call":
-        inner = node.attrs["call_jaxpr"]
-        return "elementwise" if _jaxpr_is_elementwise(getattr(inner, "jaxpr", inner)) else "opaque"
-    return "opaque"
 
 
 class _Group:
-    __slots__ = ("nodes", "start", "anchor", "reduced")
+    """Nodes fused together; ``kind`` is the max of their patterns."""
 
-    def __init__(self, node: Node, kind: str, start: int):
+    __slots__ = ("nodes", "start", "kind")
+
+    def __init__(self, node: Node, kind: OpPattern, start: int):
         self.nodes = [node]
         self.start = start
-        self.anchor = kind == "out_elementwise_fusable"
-        self.reduced = kind == "reduce"
+        self.kind = kind
 
-    def accepts(self, kind: str) -> bool:
-        if kind in ("elementwise", "broadcast"):
-            return True
-        if self.anchor or self.reduced:
-            return False
-        return kind in ("injective", "reduce")
+    def accepts(self, kind: OpPattern) -> bool:
+        """Elementwise and broadcast ops join any group; injective ops and a reduction join groups that
+        hold neither an anchor nor a reduction."""
+        return kind <= OpPattern.BROADCAST or (self.kind <= OpPattern.INJECTIVE and kind <= OpPattern.COMM_REDUCE)
 
-    def add(self, node: Node, kind: str) -> None:
+    def add(self, node: Node, kind: OpPattern) -> None:
         self.nodes.append(node)
-        self.reduced = self.reduced or kind == "reduce"
+        self.kind = max(self.kind, kind)
 
 
 def plan_groups(graph: Graph) -> list[list[Node]]:
@@ -96,8 +54,8 @@ def plan_groups(graph: Graph) -> list[list[Node]]:
     group_of: dict[Node, _Group] = {}
     groups: list[_Group] = []
     for index, node in enumerate(graph.nodes):
-        kind = pattern(node)
-        if kind == "opaque":
+        kind = pattern_of(node)
+        if kind is OpPattern.OPAQUE:
             continue
         target = None
         for value in node.inputs:
@@ -169,8 +127,8 @@ def _evaluate_fused(node: Node, args: list) -> list:
     return list(node.impl(*args))
 
 
-@register_pass("fuse")
-def elementwise_fusion(graph: Graph) -> tuple[Graph, dict]:
+@register_pass("fuse", last=True)
+def fuse(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     groups = plan_groups(graph)
     if not groups:
         return graph, {"groups": 0, "nodes_fused": 0}

@@ -1,25 +1,28 @@
-"""Horizontal fusion: ``dense`` nodes reading the same input (e.g. the Q, K and V projections of
-attention) become one ``dense_group`` node: the weights are concatenated, one matmul runs, and the
-result is split into the original outputs.
+"""Horizontal fusion: nodes of an op with a ``group_op`` trait reading the same input (e.g. the ``dense``
+Q, K and V projections of attention) become one node of the group op (``dense_group``): the weights are
+concatenated, one matmul runs, and the result is split into the original outputs.
 
-A dense joins a group only when its weight and bias are defined before the group's first member (so
-the group can run there) and it has the same ``flatten`` mode and dtype as the others.
+A node joins a group only when its weight and bias are defined before the group's first member (so
+the group can run there) and it has the same attributes and dtype as the others.
 """
 from __future__ import annotations
 
+from .. import ops
 from ..ir import Graph, Node
 from ..rewrite import Rewriter, make_op_node, positions, types_of
+from ..target import Target
 from . import register_pass
 
 
 def find_groups(graph: Graph) -> list[list[Node]]:
-    """Groups (in graph order) of two or more dense nodes that can share one matmul."""
+    """Groups (in graph order) of two or more nodes that can share one matmul."""
     where = positions(graph)
     index = {node: i for i, node in enumerate(graph.nodes)}
     candidates: dict[tuple, list[Node]] = {}
     for node in graph.nodes:
-        if node.kind == "op" and node.op == "dense":
-            key = (node.inputs[0], node.attrs["flatten"], str(node.inputs[1].dtype))
+        if node.kind == "op" and ops.get(node.op).group_op is not None:
+            attrs = tuple(sorted((k, v) for k, v in node.attrs.items() if not k.startswith("_")))
+            key = (node.op, node.inputs[0], attrs, str(node.inputs[1].dtype))
             candidates.setdefault(key, []).append(node)
     groups = []
     for members in candidates.values():
@@ -31,7 +34,7 @@ def find_groups(graph: Graph) -> list[list[Node]]:
 
 
 @register_pass("horizontal_fusion")
-def horizontal_fusion(graph: Graph) -> tuple[Graph, dict]:
+def horizontal_fusion(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     groups = find_groups(graph)
     if not groups:
         return graph, {"groups": 0, "nodes_fused": 0}
@@ -52,8 +55,10 @@ def horizontal_fusion(graph: Graph) -> tuple[Graph, dict]:
             args += [weight] + bias
             units.append(weight.shape[0])
             has_bias.append(bool(bias))
-        fused = rewriter.emit(make_op_node("dense_group", args, node.scope, types_of(*(m.outputs[0] for m in group)),
-                                           units=tuple(units), has_bias=tuple(has_bias), flatten=node.attrs["flatten"]))
+        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+        fused = rewriter.emit(make_op_node(ops.get(node.op).group_op, args, node.scope,
+                                           types_of(*(m.outputs[0] for m in group)), units=tuple(units),
+                                           has_bias=tuple(has_bias), **attrs))
         for member, out in zip(group, fused.outputs):
             rewriter.replace(member.outputs[0], out)
     fused_count = sum(len(g) for g in groups)

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import jax
 
-from .. import layer_ops
+from .. import ops
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, make_op_node, types_of
-from .fuse import pattern
+from ..target import Target
 from . import register_pass
+from .dce import dce
+from .simplify import simplify
 
 _CHANNELS_FIRST = {"NCW": "NWC", "NCHW": "NHWC", "NCDHW": "NDHWC"}
 
@@ -40,42 +42,47 @@ def transpose_node(value: Value, permutation: tuple[int, ...], scope: str) -> No
                 jax.lax.transpose_p, scope)
 
 
-def _channels_last(node: Node) -> dict | None:
-    """The attributes of ``node`` as a channels-last op, or None if it is not a channels-first op."""
+def _channels_last(node: Node, target: Target) -> dict | None:
+    """The attributes of ``node`` as a channels-last op, or None if it is not a channels-first op (by its
+    op's traits: a channels-first ``layout_attr``, or a ``channel_axis_attr`` of 1)."""
     if node.kind != "op":
         return None
+    opdef = ops.get(node.op)
     attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
-    layout = attrs.get("layout")
-    if node.op == "convolution" and layout in _CHANNELS_FIRST:
-        weight_layout = attrs.get("weight_layout") or "OI" + layout[2:]
-        x, weight = node.inputs[0], node.inputs[1]
-        if layer_ops.depthwise_runs_shifted(x.shape, weight.shape, attrs["groups"], layout, weight_layout):
-            return None  # computed as shifted products, which are fastest channels-first
-        return dict(attrs, layout=_CHANNELS_FIRST[layout], weight_layout=weight_layout)
-    if node.op in ("pooling", "global_pooling") and layout in _CHANNELS_FIRST:
-        return dict(attrs, layout=_CHANNELS_FIRST[layout])
-    ndim = len(node.inputs[0].shape)
-    if node.op == "batch_norm" and ndim >= 3 and attrs["axis"] % ndim == 1:
-        return dict(attrs, axis=ndim - 1)
+    if opdef.layout_attr is not None:
+        layout = attrs.get(opdef.layout_attr)
+        if layout not in _CHANNELS_FIRST:
+            return None
+        if opdef.keeps_layout is not None and opdef.keeps_layout(attrs, [v.shape for v in node.inputs], target):
+            return None
+        new = dict(attrs, **{opdef.layout_attr: _CHANNELS_FIRST[layout]})
+        if opdef.weight_layout_attr is not None:
+            new[opdef.weight_layout_attr] = attrs.get(opdef.weight_layout_attr) or "OI" + layout[2:]
+        return new
+    ndim = len(node.inputs[0].shape) if node.inputs else 0
+    if opdef.channel_axis_attr is not None and ndim >= 3 and attrs[opdef.channel_axis_attr] % ndim == 1:
+        return dict(attrs, **{opdef.channel_axis_attr: ndim - 1})
     return None
 
 
-@register_pass("layout")
-def channels_last(graph: Graph) -> tuple[Graph, dict]:
+@register_pass("layout", requires=("bn_fold",))
+def layout(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
+    target = target or Target.for_backend()
     rewriter = Rewriter(graph)
     converted = weight_moves = 0
     for node in graph.nodes:
-        attrs = _channels_last(node)
+        attrs = _channels_last(node, target)
         if attrs is None:
             rewriter.keep(node)
             continue
         inputs = [rewriter.value(v) for v in node.inputs]
         ndim = len(inputs[0].shape)
-        if node.op == "convolution":  # weights to the kernel's own layout (HWIO); hoisted in inference
-            target = attrs["layout"][1:-1] + "IO"
-            perm = tuple(attrs["weight_layout"].index(c) for c in target)
+        opdef = ops.get(node.op)
+        if opdef.weight_layout_attr is not None:  # weights to the kernel's own layout (HWIO); hoisted in inference
+            kernel = attrs[opdef.layout_attr][1:-1] + "IO"
+            perm = tuple(attrs[opdef.weight_layout_attr].index(c) for c in kernel)
             inputs[1] = rewriter.emit(transpose_node(inputs[1], perm, node.scope)).outputs[0]
-            attrs["weight_layout"] = target
+            attrs[opdef.weight_layout_attr] = kernel
             weight_moves += 1
         entry = rewriter.emit(transpose_node(inputs[0], _to_last(ndim), node.scope))
         first_out = node.outputs[0]
@@ -90,12 +97,10 @@ def channels_last(graph: Graph) -> tuple[Graph, dict]:
     if not converted:
         return graph, {"ops_converted": 0}
     result, sunk = sink_transposes(rewriter.finish())
-    from .dce import dead_code_elimination
-    from .simplify import algebraic_simplification
-    result, _ = algebraic_simplification(result)
-    result, _ = dead_code_elimination(result)
+    result, _ = dce(simplify(result)[0])  # to count the transposes that remain
     added = _transposes(result) - _transposes(graph) - weight_moves
-    convolutions = sum(1 for n in graph.nodes if n.op == "convolution" and _channels_last(n) is not None)
+    convolutions = sum(1 for n in graph.nodes if n.kind == "op" and ops.get(n.op).weight_layout_attr is not None
+                       and _channels_last(n, target) is not None)
     if added > max(convolutions, 1):
         # the channels-last regions are too short: transposing between them costs what they save
         return graph, {"ops_converted": 0, "transposes_needed": added, "convolutions": convolutions}
@@ -129,7 +134,7 @@ def sink_transposes(graph: Graph) -> tuple[Graph, int]:
             continue
         sources = [transposed.get(v) for v in inputs]
         perms = {s[1] for s in sources if s is not None}
-        if (pattern(node) == "elementwise" and _shape_free(node) and len(perms) == 1 and len(node.outputs) == 1
+        if (ops.pattern_of(node) is ops.OpPattern.ELEMENTWISE and _shape_free(node) and len(perms) == 1 and len(node.outputs) == 1
                 and all(s is not None or _is_scalar(v, rewriter.consts) for s, v in zip(sources, inputs))):
             permutation = perms.pop()
             new_inputs = [s[0] if s is not None else v for s, v in zip(sources, inputs)]

@@ -1,13 +1,13 @@
 """Algebraic simplification: identities that leave values and derivatives unchanged.
 
 ``x*1``, ``1*x``, ``x/1``, ``x+0``, ``0+x``, ``x-0``, ``-(-x)``, converts to the same dtype, reshapes and
-broadcasts to the same shape, identity transposes, ``select(p, a, a)``, reductions over no axes,
-dropout with rate 0 or in predict mode; ``transpose(transpose(x))`` and ``reshape(reshape(x))`` become
+broadcasts to the same shape, identity transposes, ``select(p, a, a)``, reductions over no axes; ``transpose(transpose(x))`` and ``reshape(reshape(x))`` become
 one op. ``stop_gradient`` is never removed: the graph is differentiated after the passes.
 """
 from __future__ import annotations
 
 
+from ..target import Target
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, is_scalar_const
 from . import register_pass
@@ -23,10 +23,6 @@ def _same_type(a: Value, b: Value) -> bool:
 def _identity_of(node: Node, inputs: list[Value], consts: dict) -> Value | None:
     """The input ``node`` passes through unchanged, if it is an identity."""
     op, out = node.op, node.outputs[0] if node.outputs else None
-    if node.kind == "op":
-        if op == "dropout" and (node.attrs.get("rate") == 0.0 or node.attrs.get("training") is False):
-            return inputs[0]
-        return None
     if node.kind != "prim" or len(node.outputs) != 1:
         return None
     if op in _IDENTITY_RIGHT and is_scalar_const(consts, inputs[1], _IDENTITY_RIGHT[op]) \
@@ -67,7 +63,7 @@ def _merged(node: Node, inputs: list[Value]) -> Node | None:
 
 
 @register_pass("simplify")
-def algebraic_simplification(graph: Graph) -> tuple[Graph, dict]:
+def simplify(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     rewriter = Rewriter(graph)
     removed = merged = 0
     for node in graph.nodes:

@@ -8,6 +8,7 @@ the axes agree and no temperature is applied.
 """
 from __future__ import annotations
 
+from ..target import Target
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, make_op_node, types_of, use_counts
 from . import register_pass
@@ -24,8 +25,8 @@ def _sole_producer(value: Value, counts: dict, op: str, kind: str = "op") -> Nod
     return node
 
 
-@register_pass("softmax_ce")
-def fused_softmax_cross_entropy(graph: Graph) -> tuple[Graph, dict]:
+@register_pass("softmax_ce", requires=("recognize",))
+def softmax_ce(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     counts = use_counts(graph)
     log_of_softmax: dict[Node, Node] = {}
     for node in graph.nodes:
@@ -65,7 +66,5 @@ def fused_softmax_cross_entropy(graph: Graph) -> tuple[Graph, dict]:
             rewriter.replace(node.outputs[0], new.outputs[0])
         else:
             rewriter.keep(node)
-    from .dce import dead_code_elimination
-    result, _ = dead_code_elimination(rewriter.finish())
-    return result, {"cross_entropies_fused": len(cross_entropy), "log_softmax_formed": len(log_of_softmax),
-                    "nodes_removed": len(graph.nodes) - len(result.nodes)}
+    return rewriter.finish(), {"cross_entropies_fused": len(cross_entropy), "log_softmax_formed": len(log_of_softmax),
+                               "nodes_removed": len(cross_entropy) + len(log_of_softmax)}

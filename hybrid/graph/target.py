@@ -1,0 +1,41 @@
+"""The compilation target: the backend a graph is compiled for and the choices that depend on it.
+
+A :class:`Target` is passed to the pipeline and from there to every pass, instead of passes reading
+JAX's default backend themselves. It is printed with the pipeline's statistics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+
+__all__ = ["Target"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Backend choices of one compilation.
+
+    - ``backend``: ``'cpu'``, ``'gpu'`` or ``'tpu'``.
+    - ``skipped_passes``: passes of the default pipeline measured not to pay on this backend (on XLA:CPU,
+      splitting the output of one wide matmul costs more than the launches ``horizontal_fusion`` saves).
+    - ``depthwise_as_shifts``: depthwise convolutions run as sums of shifted products, fastest in their
+      channels-first layout (XLA:CPU's grouped convolution is several times slower).
+    """
+
+    backend: str
+    skipped_passes: tuple[str, ...] = ()
+    depthwise_as_shifts: bool = False
+
+    @classmethod
+    def for_backend(cls, backend: str | None = None) -> "Target":
+        """The target of ``backend`` (default: JAX's default backend)."""
+        backend = backend or jax.default_backend()
+        if backend == "cpu":
+            return cls("cpu", skipped_passes=("horizontal_fusion",), depthwise_as_shifts=True)
+        return cls(backend)
+
+    def __str__(self) -> str:
+        skipped = ", ".join(self.skipped_passes) or "none"
+        return (f"target {self.backend}: skipped passes {skipped}; depthwise convolutions as "
+                f"{'shifted products' if self.depthwise_as_shifts else 'grouped convolutions'}")
