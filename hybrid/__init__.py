@@ -8,10 +8,10 @@ from . import autograd, data, errors, graph, init, loss, lr_scheduler, metric, n
 from . import rnn
 from . import distributed
 from .block import Block, HybridBlock
-from .compile import CompiledStep, compile
+from ._compile import CompiledStep, compile
 from . import export
 from .export import SymbolBlock
-from .inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
+from ._inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
 from .compile_log import set_verbosity
 from .parameter import Constant, Parameter, ParameterDict
 from .trainer import Trainer

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _context, _lazy, autograd, cached_op, functional
-from . import state as _state
+from . import _state
 from . import init as _init
 from ._watch import Watched
 from .interop.arrays import convert_inputs, needs_conversion

@@ -27,11 +27,11 @@ from . import random as _random
 from ._state_lock import state_lock
 from ._watch import watch
 from .errors import HybridizeError
-from .graph.lower import lower as lower_graph
+from .graph._lower import lower as lower_graph
 from .graph import hoist, pipeline, precision
 from .graph.ir import Graph
 from .graph.memory import remat
-from .graph.trace import from_jaxpr
+from .graph._trace import from_jaxpr
 from .parameter import Parameter, unique_params
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,

@@ -6,7 +6,7 @@ import pytest
 
 import hybrid
 from hybrid import autograd, loss, metric, nn
-from hybrid.compile import CompileError
+from hybrid.errors import CompileError
 
 from conftest import assert_close
 

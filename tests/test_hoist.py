@@ -6,7 +6,7 @@ import numpy as np
 import hybrid
 from hybrid import nn
 from hybrid.graph import hoist, trace
-from hybrid.graph.lower import lower
+from hybrid.graph import lower
 
 
 def conv_bn_net():

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..graph import ops
 from ..graph.ir import Graph, Node, Value
-from ..graph.lower import evaluate_node
+from ..graph._lower import evaluate_node
 from . import prims
 
 __all__ = ["GraphBuilder", "build_graph"]

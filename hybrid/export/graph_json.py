@@ -24,7 +24,7 @@ import jax
 
 from ..graph import ops
 from ..graph.ir import Graph, Node, Value
-from ..graph.lower import evaluate_node
+from ..graph._lower import evaluate_node
 from . import codec, prims
 from .errors import ExportError, FormatError
 

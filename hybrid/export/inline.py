@@ -11,7 +11,7 @@ from __future__ import annotations
 from jax.extend import core as jcore
 
 from ..graph.ir import Graph, Node, Value
-from ..graph.trace import from_jaxpr
+from ..graph._trace import from_jaxpr
 from .prims import INLINED_CALLS
 
 __all__ = ["inline_calls"]

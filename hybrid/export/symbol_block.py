@@ -20,7 +20,7 @@ from .. import random as _random
 from ..block import HybridBlock
 from ..errors import ShapeError
 from ..graph.ir import Graph, Value
-from ..graph.lower import evaluate_node
+from ..graph._lower import evaluate_node
 from ..parameter import Parameter
 from .builder import build_graph
 from ..serialization import FormatError, read_limited

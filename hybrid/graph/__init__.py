@@ -8,10 +8,10 @@ Knows nothing of Blocks; usable on any pure JAX function::
 """
 from . import layer_ops, ops, passes  # noqa: F401  (layer_ops registers the big ops)
 from .ir import Graph, GraphError, Node, Value
-from .lower import lower
+from ._lower import lower
 from .pipeline import DEFAULT_PASSES, PassStat, default_passes, format_stats, resolve_passes, run_passes
 from .target import Target
-from .trace import from_jaxpr, trace
+from ._trace import from_jaxpr, trace
 from . import memory  # noqa: E402,F401  (after trace and passes, which it uses)
 
 __all__ = ["Graph", "GraphError", "Node", "Value", "trace", "from_jaxpr", "lower", "run_passes",

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..ir import Graph, Node, Value
-from ..lower import lower, register_kind
+from .._lower import lower, register_kind
 
 __all__ = ["Chain", "find_chains", "apply_remat", "RematPlan"]
 

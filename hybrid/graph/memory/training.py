@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from ..ir import Graph
 from ..passes.dce import dce
-from ..trace import trace
+from .._trace import trace
 
 __all__ = ["training_graph", "training_step"]
 

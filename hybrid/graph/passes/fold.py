@@ -10,7 +10,7 @@ import numpy as np
 
 from ..target import Target
 from ..ir import Graph
-from ..lower import evaluate_node
+from .._lower import evaluate_node
 from ..rewrite import Rewriter
 from . import register_pass
 

@@ -20,7 +20,7 @@ import itertools
 import jax
 
 from ..ir import Graph, Node, Value
-from ..lower import lower, register_kind
+from .._lower import lower, register_kind
 from ..ops import OpPattern, pattern_of
 from ..rewrite import use_counts
 from ..target import Target
