@@ -305,7 +305,13 @@ def test_mapping_strict_and_bad_values():
     with pytest.raises(ValueError, match="'a' and 'b' both map onto hybrid parameter 'bias'"):
         load_torch_state_dict(dense, {"a": bias, "b": bias, "weight": weight}, mapping={"a": "bias", "b": "bias"})
     with pytest.raises(TypeError, match="'bias' has dtype <U1"):
-        load_torch_state_dict(dense, {"weight": weight, "bias": np.array(["a", "b", "c"])})
+        load_torch_state_dict(dense, {"weight": 3 * weight, "bias": np.array(["a", "b", "c"])})
+    with torch.device("meta"):
+        shapes_only = torch.nn.Linear(4, 3)
+    assert load_torch_state_dict(dense, shapes_only, dry_run=True) == {"weight": "weight", "bias": "bias"}
+    with pytest.raises(TypeError, match="'weight' is a meta tensor"):
+        load_torch_state_dict(dense, shapes_only)
+    np.testing.assert_array_equal(np.asarray(dense.weight.data()), 2 * weight)  # nothing written
     with pytest.raises(TypeError, match="net must be a hybrid Block"):
         load_torch_state_dict(torch.nn.Linear(2, 2), {})
 

@@ -44,6 +44,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Union
 
+import jax.numpy as jnp
 import numpy as np
 
 from .. import nn, rnn
@@ -239,12 +240,12 @@ def _to_numpy(name: str, value: Any) -> np.ndarray:
     """``value`` (a torch.Tensor or anything ``np.asarray`` takes) as a NumPy array of numbers."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):
         import torch
-        value = value.detach().cpu()
-        if value.dtype == torch.bfloat16:
-            value = value.float()
         if value.device.type == "meta":
             raise TypeError(f"load_torch_state_dict: PyTorch entry '{name}' is a meta tensor (a shape without "
                             "values); use dry_run=True to check such a state_dict")
+        value = value.detach().cpu()
+        if value.dtype == torch.bfloat16:
+            value = value.float()
         value = value.numpy()
     array = np.asarray(value)
     if array.dtype.kind not in "biuf":
@@ -294,9 +295,9 @@ def load_torch_state_dict(net: Block, state_dict: Any, mapping: NameMapping = No
             array = array[piece.rows[0]:piece.rows[1]]
         if piece.channels_last:
             array = np.moveaxis(array, 1, -1)
-        values.append(array)
-    for (param, _, _), array in zip(plan, values):
-        param.set_data(array)
+        values.append(jnp.asarray(array, dtype=param.dtype))
+    for (param, _, _), value in zip(plan, values):  # every value is ready: the writes cannot fail halfway
+        param.set_data(value)
     return loaded
 
 
