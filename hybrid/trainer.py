@@ -400,7 +400,8 @@ class Trainer:
             restored[param] = leaves
 
         def apply() -> None:
-            self._states = restored
+            self._states.clear()  # in place: compiled steps write states back into this dict
+            self._states.update(restored)
             self._optimizer.num_update = meta["num_update"]
         return apply
 

@@ -10,6 +10,10 @@ Layout::
                                                         extra, and the size and SHA-256 of each file;
                                                         sealed with its checksum
 
+That is the default backend, ``'npz'``. With ``backend='orbax'`` (hybrid.export.orbax_checkpoint) the
+arrays are written by orbax-checkpoint into ``state/``, one piece per shard, possibly asynchronously and by
+several processes together; the manifest then also lists the arrays' names, shapes and dtypes.
+
 The generation (``g``) numbers the writes in the directory. A checkpoint is written into a
 temporary directory beside the others and renamed to the next generation's name only when
 complete (files and directories fsynced); after that it never changes. A crash or a full disk
@@ -20,25 +24,194 @@ from __future__ import annotations
 
 import errno
 import functools
+import logging
 import math
 import os
 import re
 import shutil
 import tempfile
-from typing import Any
+import threading
+from typing import Any, Callable
 
 from .. import random as _random
 from ..serialization import FormatError, fsync_directory, read_limited
 from .jsonfile import MAX_DEPTH, read_json, sha256_hex, write_json
 
-__all__ = ["save_checkpoint", "load_checkpoint", "list_checkpoints"]
+__all__ = ["save_checkpoint", "load_checkpoint", "list_checkpoints", "PendingCheckpoint", "Backend"]
 
 FORMAT = "hybrid-checkpoint"
 VERSION = 1
 MANIFEST = "checkpoint.json"
-_FILES = ("params.npz", "trainer.states")
+_COMMON_KEYS = frozenset({"format", "version", "checksum", "step", "epoch", "random_state", "learning_rate",
+                          "extra", "files"})
 _NAME = re.compile(r"^ckpt-(\d{8,})(?:\.g(\d{8,}))?$")
 _RETRIES = 8
+log = logging.getLogger("hybrid.checkpoint")
+
+
+class Backend:
+    """How the arrays of a checkpoint are written into, and read from, its directory.
+
+    ``checkpoint.py`` names, publishes, retains and lists checkpoints and writes the common manifest
+    entries; a backend writes and reads the files inside one checkpoint. This class is the default
+    backend, ``'npz'``: ``params.npz`` (``net.save_parameters``) and ``trainer.states``
+    (``trainer.save_states``), written by this process alone.
+    """
+
+    name = "npz"
+    #: whether ``save_checkpoint(..., asynchronous=True)`` is supported
+    asynchronous = False
+    #: manifest keys of this backend besides the common ones
+    manifest_keys: frozenset = frozenset()
+    _FILES = ("params.npz", "trainer.states")
+
+    def temporary_directory(self, directory: str, step: int) -> str:
+        """A new empty directory in ``directory`` to write the checkpoint into (the same one in every
+        process that writes together)."""
+        return tempfile.mkdtemp(prefix=f".tmp-ckpt-{step:08d}-", dir=directory)
+
+    def is_publisher(self) -> bool:
+        """Whether this process writes the manifest, publishes and removes checkpoints."""
+        return True
+
+    def start(self, tmp: str, net: Any, trainer: Any) -> Callable[[], dict]:
+        """Start writing the arrays of ``net`` and ``trainer`` into ``tmp``; the values are taken now.
+        Returns the function that waits until they are written and gives the backend's manifest
+        entries (``files``: relative path -> ``{'bytes', 'sha256'}``, and ``manifest_keys``)."""
+        net.save_parameters(os.path.join(tmp, "params.npz"))
+        if trainer is not None:
+            trainer.save_states(os.path.join(tmp, "trainer.states"))
+        files = {}
+        for name in sorted(os.listdir(tmp)):
+            data = read_limited(os.path.join(tmp, name), "checkpoint file")
+            files[name] = {"bytes": len(data), "sha256": sha256_hex(data)}
+        return lambda: {"files": files}
+
+    def published(self, directory: str, step: int, serial: str) -> None:
+        """Called in every writing process once the publisher has published (or failed to)."""
+
+    def loader(self, path: str, manifest: dict, net: Any, trainer: Any) -> list[Callable[[], None]]:
+        """Read and verify the files of the checkpoint at ``path`` and check them against ``net`` and
+        ``trainer`` (either may be None); return the changes that apply them (which cannot fail).
+        Raises FormatError for a corrupted checkpoint, FileNotFoundError for a missing file,
+        ValueError when it does not fit ``net`` or ``trainer``."""
+        where = f"checkpoint {path!r}"
+        files = manifest["files"]
+        if not isinstance(files, dict) or "params.npz" not in files or not set(files) <= set(self._FILES):
+            raise FormatError(f"{where}: the manifest must list params.npz (and optionally trainer.states)")
+        contents = {}
+        for name, info in files.items():
+            check_file_entry(where, name, info)
+            data = read_limited(os.path.join(path, name), "checkpoint file", max_bytes=max(info["bytes"], 0))
+            if len(data) != info["bytes"] or sha256_hex(data) != info["sha256"]:
+                raise FormatError(f"{where}: {name} does not match its checksum in the manifest (corrupted)")
+            contents[name] = data
+        changes = []
+        if trainer is not None:
+            if "trainer.states" not in contents:
+                raise ValueError(f"load_checkpoint: {path!r} was saved without trainer states")
+            changes.append(trainer._states_loader(os.path.join(path, "trainer.states"), contents["trainer.states"]))
+        if net is not None:
+            changes.append(net._parameter_loader(os.path.join(path, "params.npz"), contents["params.npz"]))
+        return changes
+
+
+def check_file_entry(where: str, name: Any, info: Any) -> None:
+    """Raise FormatError unless ``info`` is a manifest file entry ``{'bytes': int, 'sha256': str}``."""
+    if not isinstance(info, dict) or set(info) != {"bytes", "sha256"} or type(info["bytes"]) is not int or \
+            not isinstance(info["sha256"], str):
+        raise FormatError(f"{where}: invalid manifest entry for {name!r}")
+
+
+def _orbax_backend() -> Backend:
+    try:
+        from .orbax_checkpoint import OrbaxBackend
+    except ImportError as exc:
+        raise ImportError(f"backend='orbax' needs orbax-checkpoint ({exc}); install it with "
+                          "pip install 'hybrid[orbax]'") from exc
+    return OrbaxBackend()
+
+
+_BACKENDS: dict[str, Callable[[], Backend]] = {"npz": Backend, "orbax": _orbax_backend}
+
+
+def _backend(name: Any, caller: str) -> Backend:
+    if not isinstance(name, str) or name not in _BACKENDS:
+        raise ValueError(f"{caller}: backend must be one of {sorted(_BACKENDS)}, got {name!r}")
+    return _BACKENDS[name]()
+
+
+class PendingCheckpoint:
+    """A checkpoint being written in the background, returned by
+    ``save_checkpoint(..., asynchronous=True)``.
+
+    The checkpoint appears in the directory (``list_checkpoints``, ``load_checkpoint``) only once it is
+    complete. A later ``save_checkpoint`` or ``load_checkpoint`` of the same directory in this process
+    waits for it first, and so does the end of the process (the writing thread is not a daemon).
+    """
+
+    def __init__(self, directory: str, step: int, complete: Callable[[], str]):
+        self.directory, self.step = directory, step
+        self._path: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(complete,), name=f"hybrid-checkpoint-{step}")
+        self._thread.start()
+
+    def _run(self, complete: Callable[[], str]) -> None:
+        try:
+            self._path = complete()
+        except BaseException as exc:  # noqa: BLE001 - raised again by wait_until_finished
+            self._error = exc
+            log.error("asynchronous checkpoint of step %d in %r failed: %s: %s", self.step, self.directory,
+                      type(exc).__name__, exc)
+
+    def done(self) -> bool:
+        """True once the write has finished (successfully or not)."""
+        return not self._thread.is_alive()
+
+    def wait_until_finished(self) -> str:
+        """Block until the checkpoint is complete; return its path. Raises the error that stopped the
+        write (the checkpoint then does not exist)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._path
+
+    def __repr__(self) -> str:
+        state = "writing" if not self.done() else ("failed" if self._error else self._path)
+        return f"PendingCheckpoint(step={self.step}, {state})"
+
+
+_pending: dict[str, list[PendingCheckpoint]] = {}
+_pending_lock = threading.Lock()
+_exit_hook: list[bool] = []
+
+
+def _wait_for_all_pending() -> None:
+    for directory in list(_pending):
+        _wait_for_pending(directory)
+
+
+def _register_pending(handle: PendingCheckpoint) -> None:
+    """Remember ``handle`` until a save or load of its directory, or the end of the process, waits for it."""
+    with _pending_lock:
+        _pending.setdefault(os.path.realpath(handle.directory), []).append(handle)
+        if not _exit_hook:
+            import concurrent.futures.thread  # noqa: F401 - its exit hook must be registered before ours
+            # Hooks registered here run, last registered first, when the main thread ends and before
+            # non-daemon threads are joined; concurrent.futures' hook stops the thread pools that the
+            # background write still needs, so ours waits for the writes before it.
+            getattr(threading, "_register_atexit", lambda hook: None)(_wait_for_all_pending)
+            _exit_hook.append(True)
+
+
+def _wait_for_pending(directory: str) -> None:
+    """Wait until this process's asynchronous saves into ``directory`` have finished (their errors
+    belong to their handles' ``wait_until_finished``)."""
+    with _pending_lock:
+        handles = _pending.pop(os.path.realpath(directory), [])
+    for handle in handles:
+        handle._thread.join()
 
 
 def _non_negative_int(name: str, value: Any) -> int:
@@ -95,51 +268,96 @@ def _newest_per_step(generations: list[tuple[int, int, str]]) -> dict[int, tuple
 
 
 def list_checkpoints(directory: str | os.PathLike) -> list[tuple[int, str]]:
-    """``[(step, path), ...]`` of the checkpoints in ``directory``, oldest step first (not verified)."""
+    """``[(step, path), ...]`` of the checkpoints in ``directory``, oldest step first (not verified;
+    checkpoints still being written are not listed)."""
     newest = _newest_per_step(_generations(os.fspath(directory)))
     return sorted((step, path) for step, (_, path) in newest.items())
 
 
 def save_checkpoint(directory: str | os.PathLike, net: Any, trainer: Any = None, step: int = 0, epoch: int = 0,
-                    extra: dict | None = None, keep: int | None = None, overwrite: bool = False) -> str:
+                    extra: dict | None = None, keep: int | None = None, overwrite: bool = False,
+                    backend: str = "npz", asynchronous: bool = False) -> str | PendingCheckpoint:
     """Write a checkpoint of ``step`` into ``directory`` atomically and return its path.
 
     Each write is a new directory ``ckpt-<step>.g<generation>`` that is never changed afterwards;
     ``overwrite`` writes a new generation of an existing step, then removes the older one, so a
     reader always finds a complete checkpoint. ``extra`` is a JSON-serialisable dict (e.g. a data
     loader position); ``keep`` deletes all but the ``keep`` most recently written checkpoints once
-    the new one is complete (never the new one). Raises FileExistsError if the step exists (unless
-    ``overwrite``), ValueError for invalid arguments or an ``extra`` that JSON would not give back
-    unchanged (non-string keys, non-finite numbers, other types, deep nesting).
+    the new one is complete (never the new one).
+
+    ``backend`` is ``'npz'`` (one ``.npz`` file each for the parameters and the trainer states) or
+    ``'orbax'`` (orbax-checkpoint: sharded arrays written shard by shard, by every process of a
+    multi-host run, each of which must call ``save_checkpoint``). With ``asynchronous=True``
+    (orbax only) the values are taken now and written in the background: the call returns a
+    :class:`PendingCheckpoint` whose ``wait_until_finished()`` returns the path.
+
+    Raises FileExistsError if the step exists (unless ``overwrite``), ValueError for invalid arguments
+    or an ``extra`` that JSON would not give back unchanged (non-string keys, non-finite numbers,
+    other types, deep nesting), ImportError for ``backend='orbax'`` without orbax-checkpoint.
     """
     step, epoch = _non_negative_int("step", step), _non_negative_int("epoch", epoch)
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
         raise ValueError(f"save_checkpoint: keep must be a positive integer or None, got {keep!r}")
     _check_extra(extra)
+    store = _backend(backend, "save_checkpoint")
+    if asynchronous and not store.asynchronous:
+        raise ValueError(f"save_checkpoint: backend {store.name!r} cannot save asynchronously; use "
+                         "backend='orbax'")
     directory = os.fspath(directory)
+    _wait_for_pending(directory)
     os.makedirs(directory, exist_ok=True)
     existing = [path for _, s, path in _generations(directory) if s == step]
     if existing and not overwrite:
         raise FileExistsError(f"save_checkpoint: {existing[-1]!r} exists; pass overwrite=True to replace it")
-    tmp = tempfile.mkdtemp(prefix=f".tmp-ckpt-{step:08d}-", dir=directory)
+    manifest = {"format": FORMAT, "version": VERSION, "step": step, "epoch": epoch,
+                "random_state": list(_random.get_state()), "learning_rate": _fixed_learning_rate(trainer),
+                "extra": extra}
+    tmp = store.temporary_directory(directory, step)
     try:
-        net.save_parameters(os.path.join(tmp, "params.npz"))
-        if trainer is not None:
-            trainer.save_states(os.path.join(tmp, "trainer.states"))
-        files = {}
-        for name in sorted(os.listdir(tmp)):
-            data = read_limited(os.path.join(tmp, name), "checkpoint file")
-            files[name] = {"bytes": len(data), "sha256": sha256_hex(data)}
-        manifest = {"format": FORMAT, "version": VERSION, "step": step, "epoch": epoch,
-                    "random_state": list(_random.get_state()),
-                    "learning_rate": _fixed_learning_rate(trainer),
-                    "extra": extra, "files": files}
-        write_json(os.path.join(tmp, MANIFEST), manifest)
-        fsync_directory(tmp)
-        final = _publish(directory, tmp, step)
+        finish = store.start(tmp, net, trainer)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    complete = functools.partial(_complete, store, directory, tmp, step, manifest, finish, keep)
+    if not asynchronous:
+        return complete()
+    handle = PendingCheckpoint(directory, step, complete)
+    _register_pending(handle)
+    return handle
+
+
+def _complete(store: Backend, directory: str, tmp: str, step: int, manifest: dict, finish: Callable[[], dict],
+              keep: int | None) -> str:
+    """Wait for the backend's write, then (in the publishing process) seal the manifest, publish the
+    checkpoint and apply retention. Returns the published path."""
+    serial = os.path.basename(tmp)
+    final = None
+    try:
+        try:
+            entries = finish()
+            if store.is_publisher():
+                write_json(os.path.join(tmp, MANIFEST), {**manifest, **entries})
+                fsync_directory(tmp)
+                final = _publish(directory, tmp, step)
+        except BaseException:
+            if store.is_publisher():
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if final is not None:
+            _retain(directory, final, step, keep)
+    finally:
+        store.published(directory, step, serial)
+    if final is None:  # another process published it
+        newest = _newest_per_step(_generations(directory))
+        if step not in newest:
+            raise RuntimeError(f"save_checkpoint: the process that publishes checkpoints did not publish step "
+                               f"{step} in {directory!r}; see its error")
+        final = newest[step][1]
+    return final
+
+
+def _retain(directory: str, final: str, step: int, keep: int | None) -> None:
+    """Remove the older writes of ``step`` and, with ``keep``, all but the ``keep`` newest writes."""
     generations = _generations(directory)
     mine = int(_NAME.match(os.path.basename(final)).group(2))  # a concurrent writer may have replaced it
     stale = [path for g, s, path in generations if s == step and g < mine]  # replaced by this write
@@ -148,7 +366,6 @@ def save_checkpoint(directory: str | os.PathLike, net: Any, trainer: Any = None,
         stale += [path for g, path in by_write[:-keep] if g < mine]
     for path in stale:
         _remove(directory, path)
-    return final
 
 
 def _publish(directory: str, tmp: str, step: int) -> str:
@@ -179,52 +396,53 @@ def _remove(directory: str, path: str) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def _read_verified(path: str) -> tuple[dict, dict[str, bytes]]:
-    """The manifest of the checkpoint at ``path`` and the bytes of its files, each read once and
-    verified against the manifest."""
+def _read_manifest(path: str) -> dict:
+    """The manifest of the checkpoint at ``path`` with its common entries checked (the backend checks
+    ``files`` and its own entries)."""
     where = f"checkpoint {path!r}"
     manifest = read_json(os.path.join(path, MANIFEST), "checkpoint manifest")
-    expected = {"format", "version", "checksum", "step", "epoch", "random_state", "learning_rate", "extra", "files"}
-    if set(manifest) != expected or manifest["format"] != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise FormatError(f"{where}: not a hybrid checkpoint manifest")
+    name = manifest.get("backend", "npz")
+    if name not in _BACKENDS:
+        raise FormatError(f"{where}: unknown backend {name!r:.40}")
     if manifest["version"] != VERSION:
         raise FormatError(f"{where}: format version {manifest['version']!r:.20} is not supported (this hybrid "
                           f"reads version {VERSION})")
     for key in ("step", "epoch"):
-        if type(manifest[key]) is not int or manifest[key] < 0:
+        if type(manifest.get(key)) is not int or manifest[key] < 0:
             raise FormatError(f"{where}: {key} must be a non-negative integer")
-    state = manifest["random_state"]
+    state = manifest.get("random_state")
     if not (isinstance(state, list) and len(state) == 2 and all(type(s) is int and s >= 0 for s in state)):
         raise FormatError(f"{where}: invalid random_state {state!r:.60}")
-    rate = manifest["learning_rate"]
+    rate = manifest.get("learning_rate")
     if rate is not None and (type(rate) not in (int, float) or not math.isfinite(rate)):
         raise FormatError(f"{where}: invalid learning_rate {rate!r:.40}")
-    files = manifest["files"]
-    if not isinstance(files, dict) or "params.npz" not in files or not set(files) <= set(_FILES):
-        raise FormatError(f"{where}: the manifest must list params.npz (and optionally trainer.states)")
-    contents = {}
-    for name, info in files.items():
-        if not isinstance(info, dict) or set(info) != {"bytes", "sha256"} or type(info["bytes"]) is not int:
-            raise FormatError(f"{where}: invalid manifest entry for {name!r}")
-        data = read_limited(os.path.join(path, name), "checkpoint file", max_bytes=max(info["bytes"], 0))
-        if len(data) != info["bytes"] or sha256_hex(data) != info["sha256"]:
-            raise FormatError(f"{where}: {name} does not match its checksum in the manifest (corrupted)")
-        contents[name] = data
-    return manifest, contents
+    return manifest
 
 
 def load_checkpoint(directory: str | os.PathLike, net: Any = None, trainer: Any = None,
-                    step: int | None = None) -> dict:
+                    step: int | None = None, backend: str | None = None) -> dict:
     """Restore the most recently written checkpoint in ``directory`` (or the newest one of ``step``)
-    into ``net``, ``trainer`` and hybrid's random state; returns ``{'step', 'epoch', 'extra', 'path'}``.
+    into ``net``, ``trainer`` and hybrid's random state; returns ``{'step', 'epoch', 'extra', 'path',
+    'backend'}``.
+
+    ``backend`` (``'npz'``, ``'orbax'``) requires the checkpoint to have been written by that backend;
+    None takes whichever wrote it. The orbax backend restores every array with the sharding of the
+    parameter it goes into (a placed Trainer's rules for parameters not created yet), so a sharded
+    checkpoint is read shard by shard; every process of a multi-host run must call it.
 
     The manifest and every file are read once and verified, and the parameters and trainer states
     are checked against ``net`` and ``trainer``, before anything changes. A checkpoint removed while
     it is read (by a concurrent ``save_checkpoint`` with ``keep`` or ``overwrite``) is looked up
-    again. Raises FileNotFoundError if there is no such checkpoint, FormatError if it is corrupted,
-    ValueError (nothing changed) if it does not fit ``net`` or ``trainer``.
+    again; this process's own asynchronous saves into ``directory`` are waited for first. Raises
+    FileNotFoundError if there is no such checkpoint, FormatError if it is corrupted, ValueError
+    (nothing changed) if it does not fit ``net`` or ``trainer`` or was written by another backend.
     """
+    if backend is not None:
+        _backend(backend, "load_checkpoint")
     directory = os.fspath(directory)
+    _wait_for_pending(directory)
     for attempt in range(_RETRIES):
         newest = _newest_per_step(_generations(directory))
         if not newest:
@@ -233,21 +451,24 @@ def load_checkpoint(directory: str | os.PathLike, net: Any = None, trainer: Any 
             raise FileNotFoundError(f"load_checkpoint: no checkpoint for step {step}; available: {sorted(newest)}")
         _, path = newest[step] if step is not None else max(newest.values())
         try:
-            manifest, contents = _read_verified(path)
+            manifest = _read_manifest(path)
+            found = manifest.get("backend", "npz")
+            if backend is not None and found != backend:
+                raise ValueError(f"load_checkpoint: {path!r} was written by backend {found!r}, not {backend!r}")
+            store = _backend(found, "load_checkpoint")
+            expected = _COMMON_KEYS | store.manifest_keys
+            if set(manifest) != expected:
+                raise FormatError(f"checkpoint {path!r}: not a hybrid checkpoint manifest (keys "
+                                  f"{sorted(manifest)[:12]}, expected {sorted(expected)})")
+            changes = store.loader(path, manifest, net, trainer)
             break
         except (FileNotFoundError, NotADirectoryError):
             if attempt == _RETRIES - 1 or os.path.isdir(path):
                 raise
-    changes = []
-    if trainer is not None:
-        if "trainer.states" not in contents:
-            raise ValueError(f"load_checkpoint: {path!r} was saved without trainer states")
-        changes.append(trainer._states_loader(os.path.join(path, "trainer.states"), contents["trainer.states"]))
-        if manifest["learning_rate"] is not None and _fixed_learning_rate(trainer) is not None:
-            changes.append(functools.partial(trainer.set_learning_rate, manifest["learning_rate"]))
-    if net is not None:
-        changes.append(net._parameter_loader(os.path.join(path, "params.npz"), contents["params.npz"]))
+    if trainer is not None and manifest["learning_rate"] is not None and _fixed_learning_rate(trainer) is not None:
+        changes.append(functools.partial(trainer.set_learning_rate, manifest["learning_rate"]))
     for change in changes:
         change()
     _random.set_state(tuple(manifest["random_state"]))
-    return {"step": manifest["step"], "epoch": manifest["epoch"], "extra": manifest["extra"], "path": path}
+    return {"step": manifest["step"], "epoch": manifest["epoch"], "extra": manifest["extra"], "path": path,
+            "backend": store.name}
