@@ -269,7 +269,8 @@ def test_a_missing_entry_is_named_and_nothing_is_written(resnet18, initialised_r
     net, before = initialised_resnet18, _values(initialised_resnet18)
     state = dict(resnet18.state_dict())
     del state["fc.bias"]
-    with pytest.raises(ValueError, match=r"hybrid parameter 'output.bias' \(10,\) gets no value"):
+    with pytest.raises(ValueError, match=r"hybrid parameter 'output.bias' \(10,\) gets no value \(no entry is "
+                                         r"named or mapped to 'output.bias'\)"):
         load_torchvision(net, state, "resnet18")
     state = dict(resnet18.state_dict(), **{"fc.scale": torch.ones(10)})
     with pytest.raises(ValueError, match=r"PyTorch entry 'fc.scale \(renamed output.scale\)' \(10,\): no "

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Iterator, Mapping, Union
 
 import jax.numpy as jnp
 import numpy as np
@@ -172,6 +172,10 @@ def _shape_of(value: Any) -> tuple:
     return tuple(int(d) for d in (shape if shape is not None else np.shape(value)))
 
 
+def _at_most(count: int, lines: list[str]) -> list[str]:
+    return lines if len(lines) <= count else lines[:count] + [f"... and {len(lines) - count} more"]
+
+
 def _rename(mapping: NameMapping, name: str) -> str | None:
     if mapping is None:
         return name
@@ -220,12 +224,14 @@ def _plan(net: Block, state_dict: Mapping[str, Any], mapping: NameMapping, stric
             claimed[id(param)] = torch_name
             plan.append((param, torch_name, piece))
     if mismatched:
-        raise ShapeError("load_torch_state_dict: shapes differ:\n  " + "\n  ".join(mismatched))
-    missing = [f"'{name}' {p.shape}" for name, p in net.collect_params().items()
+        raise ShapeError("load_torch_state_dict: shapes differ:\n  " + "\n  ".join(_at_most(10, mismatched)))
+    expected_names = {id(p): name for name, _, params in _torch_layout(net) for p in params}
+    missing = [f"'{name}' {p.shape} gets no value (no entry is named or mapped to '{expected_names[id(p)]}')"
+               for name, p in net.collect_params().items()
                if id(p) not in claimed and not isinstance(p, Constant) and names[id(p)] == name]
     if strict and (unexpected or missing):
-        lines = [f"PyTorch entry {u}" for u in unexpected]
-        lines += [f"hybrid parameter {m} gets no value" for m in missing]
+        lines = _at_most(10, [f"PyTorch entry {u}" for u in unexpected])
+        lines += _at_most(10, [f"hybrid parameter {m}" for m in missing])
         raise ValueError(f"load_torch_state_dict: the state_dict does not match {type(net).__name__}:\n  "
                          + "\n  ".join(lines) + "\nRename entries with mapping=, or pass strict=False to skip "
                          "unmatched entries and keep unmatched parameters as they are.")
@@ -301,6 +307,31 @@ def load_torch_state_dict(net: Block, state_dict: Any, mapping: NameMapping = No
     return loaded
 
 
+def _torch_layout(net: Block) -> Iterator[tuple[str, list[_Piece] | None, list[Parameter]]]:
+    """``(PyTorch name, pieces, parameters)`` of every entry PyTorch would store for ``net``, in PyTorch's
+    order (a block's own entries, then its children's); pieces None for an entry with no hybrid value."""
+    done: set[int] = set()
+
+    def visit(block: Block, prefix: str) -> Iterator:
+        for leaf, pieces in _torch_entries(block).items():
+            if pieces is _SKIP:
+                yield prefix + leaf, None, []
+                continue
+            params = [_parameter(block, piece.attr) for piece in pieces]
+            if not any(id(p) in done for p in params) and leaf not in _unpacked_names(block):
+                done.update(id(p) for p in params)
+                yield prefix + leaf, pieces, params
+        for name, param in block._reg_params.items():
+            if id(param) not in done:
+                done.add(id(param))
+                yield prefix + name, [_Piece(name)], [param]
+        aliases = {v: k for k, v in _CHILD_ALIASES.get(type(block), {}).items()}
+        for name, child in block._children.items():
+            yield from visit(child, f"{prefix}{aliases.get(name, name)}.")
+
+    return visit(net, "")
+
+
 def torch_state_dict(net: Block) -> "OrderedDict[str, Any]":
     """``net``'s parameters as a PyTorch ``state_dict`` (``{name: torch.Tensor}``), named and laid out as
     :func:`load_torch_state_dict` reads them, so that a PyTorch module of the same structure (same child
@@ -310,30 +341,13 @@ def torch_state_dict(net: Block) -> "OrderedDict[str, Any]":
     """
     import torch
     out: OrderedDict[str, Any] = OrderedDict()
-    done: set[int] = set()
-
-    def visit(block: Block, path: str) -> None:
-        prefix = f"{path}." if path else ""
-        for leaf, pieces in _torch_entries(block).items():
-            if pieces is _SKIP:
-                out[prefix + leaf] = torch.tensor(0, dtype=torch.long)
-                continue
-            params = [_parameter(block, piece.attr) for piece in pieces]
-            if any(id(p) in done for p in params) or leaf in _unpacked_names(block):
-                continue
-            arrays = [np.asarray(p.data()) for p in params]
-            arrays = [np.moveaxis(a, -1, 1) if piece.channels_last else a for piece, a in zip(pieces, arrays)]
-            out[prefix + leaf] = torch.from_numpy(np.concatenate(arrays) if len(arrays) > 1 else arrays[0].copy())
-            done.update(id(p) for p in params)
-        for name, param in block._reg_params.items():
-            if id(param) not in done:
-                out[prefix + name] = torch.from_numpy(np.array(param.data()))
-                done.add(id(param))
-        aliases = {v: k for k, v in _CHILD_ALIASES.get(type(block), {}).items()}
-        for name, child in block._children.items():
-            visit(child, prefix + aliases.get(name, name))
-
-    visit(net, "")
+    for name, pieces, params in _torch_layout(net):
+        if pieces is None:
+            out[name] = torch.tensor(0, dtype=torch.long)
+            continue
+        arrays = [np.asarray(p.data()) for p in params]
+        arrays = [np.moveaxis(a, -1, 1) if piece.channels_last else a for piece, a in zip(pieces, arrays)]
+        out[name] = torch.from_numpy(np.concatenate(arrays) if len(arrays) > 1 else arrays[0].copy())
     return out
 
 
