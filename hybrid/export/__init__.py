@@ -9,7 +9,7 @@
 File formats are described in docs/file-formats.md.
 """
 from .builder import GraphBuilder
-from .checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from .checkpoint import PendingCheckpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from .deploy import export_deployment, load_deployment
 from .errors import ExportError, FormatError
 from .graph_json import NodeCodec, register_node_codec
@@ -20,5 +20,6 @@ from .symbol_block import SymbolBlock
 from .symbol_json import export_block
 
 __all__ = ["GraphBuilder", "SymbolBlock", "export_block", "save_checkpoint", "load_checkpoint", "list_checkpoints",
+           "PendingCheckpoint",
            "export_deployment", "load_deployment", "to_onnx", "load_parameter_file", "parse_mxnet_params",
            "ExportError", "FormatError", "NodeCodec", "register_node_codec"]

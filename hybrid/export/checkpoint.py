@@ -37,7 +37,7 @@ from .. import random as _random
 from ..serialization import FormatError, fsync_directory, read_limited
 from .jsonfile import MAX_DEPTH, read_json, sha256_hex, write_json
 
-__all__ = ["save_checkpoint", "load_checkpoint", "list_checkpoints", "PendingCheckpoint", "Backend"]
+__all__ = ["save_checkpoint", "load_checkpoint", "list_checkpoints", "PendingCheckpoint"]
 
 FORMAT = "hybrid-checkpoint"
 VERSION = 1

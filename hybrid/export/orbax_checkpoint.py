@@ -118,7 +118,7 @@ class OrbaxBackend(Backend):
                 tree["states"] = states
         checkpointer = ocp.AsyncCheckpointer(ocp.PyTreeCheckpointHandler())
         try:
-            checkpointer.save(os.path.join(tmp, STATE), args=ocp.args.PyTreeSave(tree))
+            checkpointer.save(os.path.abspath(os.path.join(tmp, STATE)), args=ocp.args.PyTreeSave(tree))
         except BaseException:
             checkpointer.close()
             raise
@@ -179,9 +179,12 @@ class OrbaxBackend(Backend):
         restored = _restore(path, abstract)
         changes: list[Callable[[], None]] = []
         if net is not None:
-            values = [(param, restored["params"][i]) for i, param in
-                      ((by_name[name], param) for param, name in named.items())]
-            changes.append(lambda: [param.set_data(value) for param, value in values])
+            values = [(param, restored["params"][by_name[name]]) for param, name in named.items()]
+
+            def set_parameters() -> None:
+                for param, value in values:
+                    param.set_data(value)
+            changes.append(set_parameters)
         if trainer_plan is not None:
             changes.append(_trainer_change(trainer, trainer_plan, restored.get("states", [])))
         return changes
@@ -336,12 +339,14 @@ def _trainer_change(trainer: Any, plan: dict, leaves: list) -> Callable[[], None
 def _restore(path: str, abstract: dict) -> dict:
     """orbax's restore of ``abstract`` from ``path/state``; FormatError naming the path when it fails, or when
     an array comes back with another shape or dtype."""
+    if all(leaf is ocp.PLACEHOLDER for group in abstract.values() for leaf in group):
+        return abstract  # nothing to read
     checkpointer = ocp.Checkpointer(ocp.PyTreeCheckpointHandler())
     # Only the sharding is requested: orbax then gives the stored shape and dtype, checked below.
     restore_args = jax.tree_util.tree_map(
         lambda leaf: leaf if leaf is ocp.PLACEHOLDER else ocp.ArrayRestoreArgs(sharding=leaf.sharding), abstract)
     try:
-        restored = checkpointer.restore(os.path.join(path, STATE),
+        restored = checkpointer.restore(os.path.abspath(os.path.join(path, STATE)),
                                         args=ocp.args.PyTreeRestore(item=abstract, restore_args=restore_args))
     except Exception as exc:  # noqa: BLE001 - orbax and tensorstore raise many kinds
         raise FormatError(f"checkpoint {path!r}: orbax could not read {STATE}/ ({type(exc).__name__}: "
