@@ -12,7 +12,7 @@ from conftest import assert_close
 
 def model(x, w, b, gamma, beta):
     h = layer_ops.dense(x, w, b)
-    h = layer_ops.activation(h, "relu")
+    h = layer_ops.activation(h, act_type="relu")
     unused = jnp.cos(x).sum()  # noqa: F841  (dead code)
     h = layer_ops.layer_norm(h, gamma, beta, axis=-1)
     return jnp.sum(jnp.sin(h) * 2.0, axis=1)
@@ -106,7 +106,7 @@ def test_pieces_of_differentiated_big_ops_are_not_mistaken_for_the_op(rng):
     from hybrid.graph.memory import training_graph
     x = rng.standard_normal((4, 3)).astype(np.float32)
     w = rng.standard_normal((2, 3)).astype(np.float32)
-    g = training_graph(lambda w, x: jnp.sum(layer_ops.activation(layer_ops.dense(x, w), "relu") ** 2), w, x)
+    g = training_graph(lambda w, x: jnp.sum(layer_ops.activation(layer_ops.dense(x, w), act_type="relu") ** 2), w, x)
     values = [np.ones(v.shape, v.dtype) for v in g.inputs]
     loss, grad_w = graph.lower(g)(*values)[:2]
     expected_loss, expected_grad = jax.value_and_grad(

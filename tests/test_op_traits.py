@@ -132,3 +132,24 @@ def test_the_target_is_printed_with_the_statistics():
     net.initialize()
     text = str(hybrid_inspect(net, jnp.ones((1, 2))))
     assert str(graph.Target.for_backend()) in text
+
+
+def test_big_op_defines_an_op_and_its_public_function_once():
+    @ops.big_op("test_scaled_sum", OpPattern.COMM_REDUCE, normalize=lambda x, *, axes, factor: {
+        "axes": tuple(a % x.ndim for a in axes), "factor": float(factor)})
+    def scaled_sum(x, *, axes=(-1,), factor=1):
+        """``factor * x.sum(axes)``."""
+        return factor * x.sum(axis=axes)
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(scaled_sum(x, factor=2), [6.0, 24.0])
+    assert scaled_sum.impl(x, axes=(0,), factor=1.0).shape == (3,)
+    assert scaled_sum.__doc__ == "``factor * x.sum(axes)``."
+    g = graph.trace(lambda x: scaled_sum(x, axes=[1]), x)
+    (node,) = g.nodes
+    assert node.op == "test_scaled_sum" and node.attrs["axes"] == (1,) and node.attrs["factor"] == 1.0
+    assert ops.get("test_scaled_sum").pattern is OpPattern.COMM_REDUCE
+    with pytest.raises(TypeError, match="takes 1 inputs"):
+        scaled_sum(x, (0,))
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        scaled_sum(x, axis=0)

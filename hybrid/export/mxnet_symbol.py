@@ -189,16 +189,16 @@ _ACT = ("relu", "sigmoid", "tanh", "softrelu", "softsign")
 
 
 def _activation(ins, a: Attrs, ctx):
-    return [layer_ops.activation(ins[0], a.str("act_type", None, _ACT) or "relu")]
+    return [layer_ops.activation(ins[0], act_type=a.str("act_type", None, _ACT) or "relu")]
 
 
 def _leaky_relu(ins, a: Attrs, ctx):
     kind = a.str("act_type", "leaky", ("leaky", "prelu", "elu", "selu", "gelu", "rrelu"))
     x = ins[0]
     if kind == "gelu":
-        return [layer_ops.activation(x, "gelu")]
+        return [layer_ops.activation(x, act_type="gelu")]
     if kind == "selu":
-        return [layer_ops.activation(x, "selu")]
+        return [layer_ops.activation(x, act_type="selu")]
     if kind == "elu":
         return [jnp.where(x > 0, x, a.float("slope", 0.25) * jnp.expm1(x))]
     if kind == "prelu":

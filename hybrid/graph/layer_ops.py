@@ -1,9 +1,9 @@
 """JAX implementations of the big ops used by layers, and typed entry points.
 
-Each ``_impl`` is registered in :mod:`hybrid.graph.ops`; each public function
-(``dense``, ``convolution``, ...) checks nothing and runs the op through
-``ops.call`` so that it appears as one node in traced graphs.  Layers validate
-their inputs before calling these.
+Each op is written once, with :func:`hybrid.graph.ops.big_op`: the decorated function is the
+implementation, and the name it defines (``dense``, ``convolution``, ...) is the public function, which
+checks nothing and runs the op through ``ops.call`` so that it appears as one node in traced graphs
+(``dense.impl`` is the implementation itself). Layers validate their inputs before calling these.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .ops import OpPattern as P, call, register
+from .ops import OpPattern as P, big_op, call, register
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -32,6 +32,29 @@ ACTIVATIONS = {
 }
 
 
+def _sequence_attrs(*inputs: Any, **attrs: Any) -> dict:
+    """Sequence attributes (strides, paddings, permutations) as tuples."""
+    return {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in attrs.items()}
+
+
+def _conv_attrs(*inputs: Any, weight_layout: str | None = None, **attrs: Any) -> dict:
+    """A convolution's attributes as tuples; ``weight_layout`` only when given (the layout pass sets it)."""
+    attrs = _sequence_attrs(**attrs)
+    return attrs if weight_layout is None else dict(attrs, weight_layout=weight_layout)
+
+
+def _axis_attrs(data: Any, *inputs: Any, axis: int) -> dict:
+    return {"axis": axis % data.ndim}
+
+
+def _dropout_attrs(x: Any, key: Any, *, rate: float, axes: Sequence[int]) -> dict:
+    return {"rate": float(rate), "axes": tuple(a % x.ndim for a in axes)}
+
+
+def _attention_attrs(query: Any, *inputs: Any, scale: float | None, causal: bool) -> dict:
+    return {"scale": float(1.0 / float(query.shape[-1]) ** 0.5 if scale is None else scale), "causal": bool(causal)}
+
+
 def _layout_channel_axis(attrs: dict, shape: tuple) -> int:
     """The channel axis of an op with a ``layout`` attribute (``'NCHW'`` -> 1, ``'NHWC'`` -> 3)."""
     return attrs["layout"].index("C")
@@ -45,47 +68,31 @@ def _runs_shifted(attrs: dict, in_shapes: list, target: Any) -> bool:
 
 
 # -- dense ------------------------------------------------------------------------
-@register("dense", P.OUT_ELEMENTWISE_FUSABLE, precision="low", channel_axis=lambda attrs, shape: len(shape) - 1,
-          scale_foldable=True, group_op="dense_group")
-def _dense(x, weight, bias=None, *, flatten: bool = True):
+@big_op("dense", P.OUT_ELEMENTWISE_FUSABLE, precision="low", channel_axis=lambda attrs, shape: len(shape) - 1,
+        scale_foldable=True, group_op="dense_group")
+def dense(x, weight, bias=None, *, flatten: bool = True):
+    """``x @ weight.T + bias``; weight ``(units, in_units)``. With ``flatten``, x is reshaped to 2-D."""
     if flatten and x.ndim != 2:
         x = x.reshape(x.shape[0], -1)
     y = lax.dot_general(x, weight, (((x.ndim - 1,), (1,)), ((), ())))
     return y if bias is None else y + bias
 
 
-def dense(x, weight, bias=None, flatten: bool = True):
-    """``x @ weight.T + bias``; weight ``(units, in_units)``. With ``flatten``, x is reshaped to 2-D."""
-    return call("dense", x, weight, bias, flatten=flatten)
-
-
 # -- activations ------------------------------------------------------------------
-@register("activation", P.ELEMENTWISE)
-def _activation(x, *, act_type: str):
+@big_op("activation", P.ELEMENTWISE)
+def activation(x, *, act_type: str):
+    """Elementwise activation by name (see ``ACTIVATIONS``)."""
     return ACTIVATIONS[act_type](x)
 
 
-def activation(x, act_type: str):
-    """Elementwise activation by name (see ``ACTIVATIONS``)."""
-    return call("activation", x, act_type=act_type)
-
-
-@register("softmax", P.COMM_REDUCE, precision="float32")
-def _softmax(x, *, axis: int = -1, temperature: float = 1.0):
+@big_op("softmax", P.COMM_REDUCE, precision="float32")
+def softmax(x, *, axis: int = -1, temperature: float = 1.0):
     return jax.nn.softmax(x / temperature if temperature != 1.0 else x, axis=axis)
 
 
-def softmax(x, axis: int = -1, temperature: float = 1.0):
-    return call("softmax", x, axis=axis, temperature=temperature)
-
-
-@register("log_softmax", P.COMM_REDUCE, precision="float32")
-def _log_softmax(x, *, axis: int = -1, temperature: float = 1.0):
+@big_op("log_softmax", P.COMM_REDUCE, precision="float32")
+def log_softmax(x, *, axis: int = -1, temperature: float = 1.0):
     return jax.nn.log_softmax(x / temperature if temperature != 1.0 else x, axis=axis)
-
-
-def log_softmax(x, axis: int = -1, temperature: float = 1.0):
-    return call("log_softmax", x, axis=axis, temperature=temperature)
 
 
 # -- convolution ------------------------------------------------------------------
@@ -95,10 +102,12 @@ def kernel_layout(layout: str) -> str:
     return "OI" + spatial if layout.index("C") == 1 else "O" + spatial + "I"
 
 
-@register("convolution", P.OUT_ELEMENTWISE_FUSABLE, precision="low", channel_axis=_layout_channel_axis,
-          layout_attr="layout", weight_layout_attr="weight_layout", keeps_layout=_runs_shifted,
-          scale_foldable=True)
-def _convolution(x, weight, bias=None, *, strides, padding, dilation, groups, layout, weight_layout=None):
+@big_op("convolution", P.OUT_ELEMENTWISE_FUSABLE, precision="low", channel_axis=_layout_channel_axis,
+        layout_attr="layout", weight_layout_attr="weight_layout", keeps_layout=_runs_shifted,
+        scale_foldable=True, normalize=_conv_attrs)
+def convolution(x, weight, bias=None, *, strides: Sequence[int], padding: Sequence[int],
+                dilation: Sequence[int], groups: int = 1, layout: str = "NCHW", weight_layout: str | None = None):
+    """N-d convolution in ``layout`` (``NCW``, ``NCHW``, ``NCDHW`` or channels-last)."""
     weight_layout = weight_layout or kernel_layout(layout)
     if depthwise_runs_shifted(x.shape, weight.shape, groups, layout, weight_layout):
         y = _depthwise_as_sum(x, weight, strides, padding, dilation, layout, weight_layout)
@@ -162,13 +171,6 @@ def _depthwise_as_sum(x, weight, strides, padding, dilation, layout, weight_layo
     return total
 
 
-def convolution(x, weight, bias=None, *, strides: Sequence[int], padding: Sequence[int],
-                dilation: Sequence[int], groups: int = 1, layout: str = "NCHW"):
-    """N-d convolution in ``layout`` (``NCW``, ``NCHW``, ``NCDHW`` or channels-last)."""
-    return call("convolution", x, weight, bias, strides=tuple(strides), padding=tuple(padding),
-                dilation=tuple(dilation), groups=groups, layout=layout)
-
-
 # -- pooling ----------------------------------------------------------------------
 def _spatial_axes(layout: str) -> tuple[int, ...]:
     return tuple(i for i, c in enumerate(layout) if c not in "NC")
@@ -183,8 +185,10 @@ def _pool_padding(in_size: int, kernel: int, stride: int, pad: int, ceil_mode: b
     return pad, pad + extra
 
 
-@register("pooling", P.OPAQUE, channel_axis=_layout_channel_axis, layout_attr="layout")
-def _pooling(x, *, pool_type, kernel, strides, padding, ceil_mode, count_include_pad, layout):
+@big_op("pooling", P.OPAQUE, channel_axis=_layout_channel_axis, layout_attr="layout", normalize=_sequence_attrs)
+def pooling(x, *, pool_type: str, kernel: Sequence[int], strides: Sequence[int], padding: Sequence[int],
+            ceil_mode: bool = False, count_include_pad: bool = True, layout: str = "NCHW"):
+    """Max or average pooling over the spatial axes of ``layout``."""
     axes = _spatial_axes(layout)
     window = [1] * x.ndim
     stride = [1] * x.ndim
@@ -232,24 +236,13 @@ def _tiled_pooling(x, axes, kernel, pool_type):
     return jnp.max(tiles, axis=tuple(reduce)) if pool_type == "max" else jnp.mean(tiles, axis=tuple(reduce))
 
 
-def pooling(x, *, pool_type: str, kernel: Sequence[int], strides: Sequence[int], padding: Sequence[int],
-            ceil_mode: bool = False, count_include_pad: bool = True, layout: str = "NCHW"):
-    """Max or average pooling over the spatial axes of ``layout``."""
-    return call("pooling", x, pool_type=pool_type, kernel=tuple(kernel), strides=tuple(strides),
-                padding=tuple(padding), ceil_mode=ceil_mode, count_include_pad=count_include_pad, layout=layout)
-
-
-@register("global_pooling", P.COMM_REDUCE, channel_axis=_layout_channel_axis, layout_attr="layout")
-def _global_pooling(x, *, pool_type, layout):
+@big_op("global_pooling", P.COMM_REDUCE, channel_axis=_layout_channel_axis, layout_attr="layout")
+def global_pooling(x, *, pool_type: str, layout: str = "NCHW"):
+    """Max or mean over all spatial axes, keeping them as size 1."""
     axes = _spatial_axes(layout)
     if pool_type == "max":
         return jnp.max(x, axis=axes, keepdims=True)
     return jnp.mean(x, axis=axes, keepdims=True)
-
-
-def global_pooling(x, *, pool_type: str, layout: str = "NCHW"):
-    """Max or mean over all spatial axes, keeping them as size 1."""
-    return call("global_pooling", x, pool_type=pool_type, layout=layout)
 
 
 # -- normalisation ----------------------------------------------------------------
@@ -257,9 +250,16 @@ def _stats_dtype(dtype):
     return jnp.promote_types(dtype, jnp.float32)
 
 
-@register("batch_norm", P.OPAQUE, channel_axis=lambda attrs, shape: attrs["axis"] % len(shape),
-          channel_axis_attr="axis", affine_in_inference=True, stateful=True)
-def _batch_norm(x, gamma, beta, running_mean, running_var, *, axis, eps, momentum, training):
+@big_op("batch_norm", P.OPAQUE, channel_axis=lambda attrs, shape: attrs["axis"] % len(shape),
+        channel_axis_attr="axis", affine_in_inference=True, stateful=True)
+def batch_norm(x, gamma, beta, running_mean, running_var, *, axis: int = 1, eps: float = 1e-5,
+               momentum: float = 0.9, training: bool = False):
+    """Batch normalisation over all axes but ``axis``.
+
+    Training returns ``(y, new_running_mean, new_running_var)`` with
+    ``new = momentum * old + (1 - momentum) * batch_stat`` (biased variance);
+    inference returns ``y`` normalised with the running statistics.
+    """
     axis = axis % x.ndim
     reduce_axes = tuple(i for i in range(x.ndim) if i != axis)
     shape = [1] * x.ndim
@@ -280,20 +280,9 @@ def _batch_norm(x, gamma, beta, running_mean, running_var, *, axis, eps, momentu
     return y, new_mean, new_var
 
 
-def batch_norm(x, gamma, beta, running_mean, running_var, *, axis: int = 1, eps: float = 1e-5,
-               momentum: float = 0.9, training: bool = False):
-    """Batch normalisation over all axes but ``axis``.
-
-    Training returns ``(y, new_running_mean, new_running_var)`` with
-    ``new = momentum * old + (1 - momentum) * batch_stat`` (biased variance);
-    inference returns ``y`` normalised with the running statistics.
-    """
-    return call("batch_norm", x, gamma, beta, running_mean, running_var, axis=axis, eps=eps,
-                momentum=momentum, training=training)
-
-
-@register("layer_norm", P.OPAQUE)
-def _layer_norm(x, gamma, beta, *, axis, eps):
+@big_op("layer_norm", P.OPAQUE)
+def layer_norm(x, gamma, beta, *, axis: int = -1, eps: float = 1e-5):
+    """Normalise over ``axis`` and apply ``gamma``/``beta`` of size ``x.shape[axis]``."""
     xf = x.astype(_stats_dtype(x.dtype))
     mean = jnp.mean(xf, axis=axis, keepdims=True)
     var = jnp.mean(jnp.square(xf - mean), axis=axis, keepdims=True)
@@ -303,44 +292,27 @@ def _layer_norm(x, gamma, beta, *, axis, eps):
     return (y * gamma.reshape(shape) + beta.reshape(shape)).astype(x.dtype)
 
 
-def layer_norm(x, gamma, beta, *, axis: int = -1, eps: float = 1e-5):
-    """Normalise over ``axis`` and apply ``gamma``/``beta`` of size ``x.shape[axis]``."""
-    return call("layer_norm", x, gamma, beta, axis=axis, eps=eps)
-
-
 # -- embedding and dropout --------------------------------------------------------
-@register("embedding", P.INJECTIVE)
-def _embedding(indices, weight):
+@big_op("embedding", P.INJECTIVE)
+def embedding(indices, weight):
+    """Rows of ``weight`` (``(input_dim, output_dim)``) at integer ``indices`` (clipped to range)."""
     return jnp.take(weight, indices.astype(jnp.int32), axis=0, mode="clip")
 
 
-def embedding(indices, weight):
-    """Rows of ``weight`` (``(input_dim, output_dim)``) at integer ``indices`` (clipped to range)."""
-    return call("embedding", indices, weight)
+@big_op("dropout", P.OPAQUE, random=True, normalize=_dropout_attrs)
+def dropout(x, key, *, rate: float, axes: Sequence[int] = ()):
+    """Inverted dropout: zero with probability ``rate``, scale survivors by ``1/(1-rate)``.
 
-
-@register("dropout", P.OPAQUE, random=True)
-def _dropout(x, key, *, rate, axes):
+    ``axes`` lists axes along which one mask value is shared.
+    """
     keep = 1.0 - rate
     mask_shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     mask = jax.random.bernoulli(key, keep, mask_shape)
     return jnp.where(mask, x / jnp.asarray(keep, x.dtype), jnp.zeros((), x.dtype))
 
 
-def dropout(x, key: Any, *, rate: float, axes: Sequence[int] = ()):
-    """Inverted dropout: zero with probability ``rate``, scale survivors by ``1/(1-rate)``.
-
-    ``axes`` lists axes along which one mask value is shared.
-    """
-    return call("dropout", x, key, rate=float(rate), axes=tuple(a % x.ndim for a in axes))
-
-
 # -- attention ---------------------------------------------------------------------
-@register("attention", P.OPAQUE, precision="low")
-def _attention(query, key, value, mask=None, *, scale, causal):
-    return jax.nn.dot_product_attention(query, key, value, mask=mask, scale=scale, is_causal=causal)
-
-
+@big_op("attention", P.OPAQUE, precision="low", normalize=_attention_attrs)
 def attention(query, key, value, mask=None, *, scale: float | None = None, causal: bool = False):
     """Scaled dot-product attention, ``softmax(q k^T * scale) v`` per head.
 
@@ -349,38 +321,31 @@ def attention(query, key, value, mask=None, *, scale: float | None = None, causa
     (True = attend). ``scale`` defaults to ``1/sqrt(H)``. Lowers to the fused cuDNN
     kernel on GPU where JAX supports it.
     """
-    if scale is None:
-        scale = 1.0 / float(query.shape[-1]) ** 0.5
-    return call("attention", query, key, value, mask, scale=float(scale), causal=bool(causal))
+    return jax.nn.dot_product_attention(query, key, value, mask=mask, scale=scale, is_causal=causal)
 
 
 # -- selection and fused losses --------------------------------------------------------
-@register("pick", P.INJECTIVE)
-def _pick(data, index, *, axis):
+@big_op("pick", P.INJECTIVE, normalize=_axis_attrs)
+def pick(data, index, *, axis: int = -1):
+    """``data`` at integer ``index`` along ``axis`` (index has data's shape without ``axis``; clipped)."""
     index = jnp.expand_dims(index.astype(jnp.int32), axis)
     return jnp.squeeze(jnp.take_along_axis(data, index, axis=axis, mode="clip"), axis)
 
 
-def pick(data, index, axis: int = -1):
-    """``data`` at integer ``index`` along ``axis`` (index has data's shape without ``axis``; clipped)."""
-    return call("pick", data, index, axis=axis % data.ndim)
-
-
-@register("softmax_cross_entropy", P.COMM_REDUCE, precision="float32")
-def _softmax_cross_entropy(logits, index, *, axis):
+@big_op("softmax_cross_entropy", P.COMM_REDUCE, precision="float32", normalize=_axis_attrs)
+def softmax_cross_entropy(logits, index, *, axis: int = -1):
+    """``-log_softmax(logits)[index]`` along ``axis`` without materialising the log-probabilities."""
     shifted = logits - lax.stop_gradient(jnp.max(logits, axis=axis, keepdims=True))
     log_norm = jnp.log(jnp.sum(jnp.exp(shifted), axis=axis))
-    return log_norm - _pick(shifted, index, axis=axis)
-
-
-def softmax_cross_entropy(logits, index, axis: int = -1):
-    """``-log_softmax(logits)[index]`` along ``axis`` without materialising the log-probabilities."""
-    return call("softmax_cross_entropy", logits, index, axis=axis % logits.ndim)
+    return log_norm - pick.impl(shifted, index, axis=axis)
 
 
 # -- ops created by graph passes ------------------------------------------------------------
-@register("batch_norm_fold", P.OPAQUE)
-def _batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps, out_axis):
+@big_op("batch_norm_fold", P.OPAQUE)
+def batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps: float, out_axis: int = 0):
+    """Weight and bias of a conv/dense whose output is batch-normalised with running statistics:
+    ``w * s`` (along the output-channel axis ``out_axis``) and ``(b - mean) * s + beta`` with
+    ``s = gamma / sqrt(var + eps)``."""
     scale = gamma.astype(jnp.float32) * lax.rsqrt(var.astype(jnp.float32) + eps)
     shape = [1] * weight.ndim
     shape[out_axis] = -1
@@ -390,13 +355,6 @@ def _batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps, out_axis
     return new_weight, new_bias
 
 
-def batch_norm_fold(weight, gamma, beta, mean, var, bias=None, *, eps: float, out_axis: int = 0):
-    """Weight and bias of a conv/dense whose output is batch-normalised with running statistics:
-    ``w * s`` (along the output-channel axis ``out_axis``) and ``(b - mean) * s + beta`` with
-    ``s = gamma / sqrt(var + eps)``."""
-    return call("batch_norm_fold", weight, gamma, beta, mean, var, bias, eps=eps, out_axis=out_axis)
-
-
 @register("dense_group", P.OUT_ELEMENTWISE_FUSABLE, precision="low")
 def _dense_group(x, *weights_and_biases, units, has_bias, flatten):
     weights, biases, i = [], [], 0
@@ -404,7 +362,7 @@ def _dense_group(x, *weights_and_biases, units, has_bias, flatten):
         weights.append(weights_and_biases[i])
         biases.append(weights_and_biases[i + 1] if bias else jnp.zeros((n,), weights_and_biases[i].dtype))
         i += 2 if bias else 1
-    y = _dense(x, jnp.concatenate(weights, axis=0), jnp.concatenate(biases) if any(has_bias) else None,
+    y = dense.impl(x, jnp.concatenate(weights, axis=0), jnp.concatenate(biases) if any(has_bias) else None,
                flatten=flatten)
     splits = np.cumsum(units)[:-1].tolist()
     return tuple(jnp.split(y, splits, axis=-1))
@@ -423,8 +381,10 @@ def dense_group(x, weights: Sequence, biases: Sequence, flatten: bool = True):
                 has_bias=tuple(b is not None for b in biases), flatten=flatten)
 
 
-@register("attention_general", P.OPAQUE, precision="low")
-def _attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch, scale):
+@big_op("attention_general", P.OPAQUE, precision="low", normalize=_sequence_attrs)
+def attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch: int, scale: float):
+    """Attention on operands in any layout: each is transposed by its ``*_perm`` to
+    ``(batch..., length, head_dim)``; the result ``(batch..., T, head_dim)`` is transposed by ``out_perm``."""
     lower = _attention_fused if jax.default_backend() == "gpu" else _attention_einsum
     return lower(q, k, v, q_perm, k_perm, v_perm, out_perm, n_batch, scale)
 
@@ -458,16 +418,16 @@ def _attention_einsum(q, k, v, q_perm, k_perm, v_perm, out_perm, n_batch, scale)
     return jnp.einsum(f"{batch}ts,{vs}->{''.join(out_letters[p] for p in out_perm)}", weights, v)
 
 
-def attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch: int, scale: float):
-    """Attention on operands in any layout: each is transposed by its ``*_perm`` to
-    ``(batch..., length, head_dim)``; the result ``(batch..., T, head_dim)`` is transposed by ``out_perm``."""
-    return call("attention_general", q, k, v, q_perm=tuple(q_perm), k_perm=tuple(k_perm), v_perm=tuple(v_perm),
-                out_perm=tuple(out_perm), n_batch=n_batch, scale=float(scale))
-
-
 # -- transposed convolution ---------------------------------------------------------
-@register("conv_transpose", P.OUT_ELEMENTWISE_FUSABLE, precision="low")
-def _conv_transpose(x, weight, bias=None, *, strides, padding, output_padding, dilation, groups, layout):
+@big_op("conv_transpose", P.OUT_ELEMENTWISE_FUSABLE, precision="low", normalize=_sequence_attrs)
+def conv_transpose(x, weight, bias=None, *, strides: Sequence[int], padding: Sequence[int],
+                   output_padding: Sequence[int], dilation: Sequence[int], groups: int = 1, layout: str = "NCHW"):
+    """N-d transposed convolution (the gradient of ``convolution`` w.r.t. its input).
+
+    ``weight`` is ``(in_channels, channels // groups, *kernel)`` for channels-first layouts and
+    ``(in_channels, *kernel, channels // groups)`` for channels-last ones. Each spatial output size is
+    ``(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1``.
+    """
     nd = len(strides)
     channels_last = layout.index("C") != 1
     if channels_last:  # (in, *kernel, out/groups) -> (in, out/groups, *kernel)
@@ -490,21 +450,11 @@ def _conv_transpose(x, weight, bias=None, *, strides, padding, output_padding, d
     return y
 
 
-def conv_transpose(x, weight, bias=None, *, strides: Sequence[int], padding: Sequence[int],
-                   output_padding: Sequence[int], dilation: Sequence[int], groups: int = 1, layout: str = "NCHW"):
-    """N-d transposed convolution (the gradient of ``convolution`` w.r.t. its input).
-
-    ``weight`` is ``(in_channels, channels // groups, *kernel)`` for channels-first layouts and
-    ``(in_channels, *kernel, channels // groups)`` for channels-last ones. Each spatial output size is
-    ``(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1``.
-    """
-    return call("conv_transpose", x, weight, bias, strides=tuple(strides), padding=tuple(padding),
-                output_padding=tuple(output_padding), dilation=tuple(dilation), groups=groups, layout=layout)
-
-
 # -- activations with a slope ------------------------------------------------------
-@register("leaky_relu", P.BROADCAST)
-def _leaky_relu(x, gamma=None, *, act_type, slope):
+@big_op("leaky_relu", P.BROADCAST)
+def leaky_relu(x, gamma=None, *, act_type: str = "leaky", slope: float = 0.25):
+    """MXNet's LeakyReLU op: ``leaky`` (``slope * x`` below 0), ``elu`` (``slope * (exp(x) - 1)``)
+    or ``prelu`` (learned ``gamma``: one value, or one per channel on axis 1)."""
     if act_type == "leaky":
         return jax.nn.leaky_relu(x, slope)
     if act_type == "elu":
@@ -515,15 +465,11 @@ def _leaky_relu(x, gamma=None, *, act_type, slope):
     return jnp.where(x >= 0, x, gamma.reshape(shape).astype(x.dtype) * x)
 
 
-def leaky_relu(x, gamma=None, *, act_type: str = "leaky", slope: float = 0.25):
-    """MXNet's LeakyReLU op: ``leaky`` (``slope * x`` below 0), ``elu`` (``slope * (exp(x) - 1)``)
-    or ``prelu`` (learned ``gamma``: one value, or one per channel on axis 1)."""
-    return call("leaky_relu", x, gamma, act_type=act_type, slope=float(slope))
-
-
 # -- group and instance normalisation -------------------------------------------------
-@register("group_norm", P.OPAQUE)
-def _group_norm(x, gamma, beta, *, num_groups, axis, eps):
+@big_op("group_norm", P.OPAQUE)
+def group_norm(x, gamma, beta, *, num_groups: int, axis: int = 1, eps: float = 1e-5):
+    """Normalise each sample over groups of ``num_groups`` consecutive channels (channel axis ``axis``)
+    and all non-batch axes, then scale and shift per channel by ``gamma``/``beta``."""
     moved = jnp.moveaxis(x, axis, 1)
     xf = moved.astype(_stats_dtype(x.dtype)).reshape(moved.shape[0], num_groups, -1)
     mean = jnp.mean(xf, axis=2, keepdims=True)
@@ -535,12 +481,6 @@ def _group_norm(x, gamma, beta, *, num_groups, axis, eps):
     return jnp.moveaxis(y, 1, axis).astype(x.dtype)
 
 
-def group_norm(x, gamma, beta, *, num_groups: int, axis: int = 1, eps: float = 1e-5):
-    """Normalise each sample over groups of ``num_groups`` consecutive channels (channel axis ``axis``)
-    and all non-batch axes, then scale and shift per channel by ``gamma``/``beta``."""
-    return call("group_norm", x, gamma, beta, num_groups=num_groups, axis=axis, eps=eps)
-
-
 # -- recurrent layers -----------------------------------------------------------------
 #: Gates per recurrent mode, in MXNet's order: LSTM (i, f, g, o), GRU (r, z, n).
 RNN_GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
@@ -548,7 +488,7 @@ RNN_GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
 
 def _rnn_step(mode, x_proj, h, c, h2h_weight, h2h_bias):
     """One time step from the projected input ``x W_ih^T + b_ih``; returns ``(h, c)`` (c None but for LSTM)."""
-    h_proj = _dense(h, h2h_weight, h2h_bias, flatten=False)
+    h_proj = dense.impl(h, h2h_weight, h2h_bias, flatten=False)
     if mode == "lstm":
         i, f, g, o = jnp.split(x_proj + h_proj, 4, axis=-1)
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
@@ -563,20 +503,21 @@ def _rnn_step(mode, x_proj, h, c, h2h_weight, h2h_bias):
     return act(x_proj + h_proj), None
 
 
-@register("rnn_cell", P.OPAQUE, precision="low")
-def _rnn_cell(x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode):
-    return _rnn_step(mode, _dense(x, i2h_weight, i2h_bias, flatten=False), h, c, h2h_weight, h2h_bias)
-
-
+@big_op("rnn_cell", P.OPAQUE, precision="low")
 def rnn_cell(x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode: str):
     """One step of a recurrent cell: ``x (N, C)``, ``h``/``c (N, H)`` -> ``(h, c)``; ``c`` is None except
     for ``mode='lstm'``. Weights ``(G*H, C)``, ``(G*H, H)``, biases ``(G*H,)`` with G = ``RNN_GATES[mode]``."""
-    return call("rnn_cell", x, h, c, i2h_weight, h2h_weight, i2h_bias, h2h_bias, mode=mode)
+    return _rnn_step(mode, dense.impl(x, i2h_weight, i2h_bias, flatten=False), h, c, h2h_weight, h2h_bias)
 
 
-@register("rnn_layer", P.OPAQUE, precision="low")
-def _rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode, reverse):
-    x_proj = _dense(x, i2h_weight, i2h_bias, flatten=False)  # all time steps in one matmul
+@big_op("rnn_layer", P.OPAQUE, precision="low")
+def rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode: str, reverse: bool = False):
+    """One direction of one recurrent layer over a sequence, a ``lax.scan`` over time.
+
+    ``x (T, N, C)``, ``h0``/``c0 (N, H)`` (``c0`` None except for LSTM) -> ``(outputs (T, N, H), h, c)``.
+    With ``reverse`` the sequence is read from the last step; outputs stay aligned with the inputs.
+    """
+    x_proj = dense.impl(x, i2h_weight, i2h_bias, flatten=False)  # all time steps in one matmul
 
     def step(carry, xp):
         h, c = _rnn_step(mode, xp, *carry, h2h_weight, h2h_bias)
@@ -586,11 +527,3 @@ def _rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode, r
     return ys, h, c
 
 
-def rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode: str, reverse: bool = False):
-    """One direction of one recurrent layer over a sequence, a ``lax.scan`` over time.
-
-    ``x (T, N, C)``, ``h0``/``c0 (N, H)`` (``c0`` None except for LSTM) -> ``(outputs (T, N, H), h, c)``.
-    With ``reverse`` the sequence is read from the last step; outputs stay aligned with the inputs.
-    """
-    return call("rnn_layer", x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, mode=mode,
-                reverse=bool(reverse))

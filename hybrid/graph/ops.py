@@ -16,6 +16,8 @@ the call one node, keeping the attributes. Eagerly, the same jitted function run
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import re
 import threading
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ import jax
 
 from . import precision as _precision
 
-__all__ = ["OpPattern", "OpDef", "register", "call", "get", "bound_op", "pattern_of", "BOUND_NAME"]
+__all__ = ["OpPattern", "OpDef", "big_op", "register", "call", "get", "bound_op", "pattern_of", "BOUND_NAME"]
 
 
 class OpPattern(enum.IntEnum):
@@ -113,6 +115,49 @@ def register(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = 
     def deco(impl: Callable) -> Callable:
         _REGISTRY[name] = OpDef(name, impl, pattern, precision, **traits)
         return impl
+
+    return deco
+
+
+def big_op(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = "follow",
+           normalize: Callable[..., dict] | None = None, **traits: Any) -> Callable[[Callable], Callable]:
+    """Decorator defining big op ``name`` once: the decorated function is registered as its implementation
+    (with ``pattern``, ``precision`` and ``traits``, see :class:`OpDef`), and the decorator returns the
+    public function running it as one node through :func:`call`; ``public.impl`` is the implementation.
+
+    The function's positional parameters are the op's inputs (arrays, None, or pytrees of arrays), its
+    keyword-only parameters the op's static attributes, with their defaults. ``normalize(*inputs,
+    **attrs)`` returns the attributes in canonical form (tuples for sequences, non-negative axes,
+    floats), so that equal calls share one compiled kernel."""
+    def deco(impl: Callable) -> Callable:
+        register(name, pattern, precision, **traits)(impl)
+        params = inspect.signature(impl).parameters.values()
+        inputs = [(p.name, p.default) for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        attrs = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+        if len(inputs) + len(attrs) != len(params):
+            raise TypeError(f"big op {name!r}: parameters must be positional inputs and keyword-only attributes")
+
+        @functools.wraps(impl)
+        def public(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > len(inputs):
+                raise TypeError(f"{name}() takes {len(inputs)} inputs but {len(args)} were given")
+            leaves = list(args)
+            for input_name, default in inputs[len(args):]:
+                value = kwargs.pop(input_name, default)
+                if value is inspect.Parameter.empty:
+                    raise TypeError(f"{name}() missing input {input_name!r}")
+                leaves.append(value)
+            unknown = kwargs.keys() - attrs.keys()
+            if unknown:
+                raise TypeError(f"{name}() got unexpected keyword arguments {sorted(unknown)}")
+            values = {**attrs, **kwargs}
+            missing = [k for k, v in values.items() if v is inspect.Parameter.empty]
+            if missing:
+                raise TypeError(f"{name}() missing keyword arguments {missing}")
+            return call(name, *leaves, **(normalize(*leaves, **values) if normalize is not None else values))
+
+        public.impl = impl
+        return public
 
     return deco
 

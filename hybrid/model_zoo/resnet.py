@@ -31,7 +31,7 @@ def _bn(channels: int) -> nn.BatchNorm:
 
 
 def _relu(x):
-    return layer_ops.activation(x, "relu")
+    return layer_ops.activation(x, act_type="relu")
 
 
 class _BlockV1(HybridBlock):

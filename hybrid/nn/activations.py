@@ -31,7 +31,7 @@ class Activation(HybridBlock):
         self._act_type = activation
 
     def forward(self, x):
-        return layer_ops.activation(x, self._act_type)
+        return layer_ops.activation(x, act_type=self._act_type)
 
     def __repr__(self) -> str:
         return f"Activation({self._act_type})"

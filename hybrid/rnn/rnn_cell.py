@@ -38,7 +38,7 @@ def _merged(outputs: list, inputs: Any, layout: str, merge_outputs: bool | None)
 
 def _activate(activation: Any, x):
     """``activation`` (a name of :data:`layer_ops.ACTIVATIONS` or a callable) applied to ``x``."""
-    return layer_ops.activation(x, activation) if isinstance(activation, str) else activation(x)
+    return layer_ops.activation(x, act_type=activation) if isinstance(activation, str) else activation(x)
 
 
 def check_activation(who: str, arg: str, value: Any) -> Any:
