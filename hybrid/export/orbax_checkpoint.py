@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
-from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
+from jax.sharding import NamedSharding, PartitionSpec
 
 from ..distributed.placement import parameter_sharding
 from ..serialization import FormatError
@@ -262,7 +262,9 @@ def _check_fits(path: str, name: str, param: Any, shape: tuple, dtype: np.dtype)
 
 def _target_sharding(param: Any, shape: tuple, trainer: Any) -> Any:
     """Where ``param``'s restored value goes: its Trainer placement (the rules' sharding for a parameter not
-    placed yet), else the sharding of its current value, else this process's first device."""
+    placed yet), else the sharding of its current value when that is committed to devices; None for JAX's
+    default device, uncommitted, as a value read from a ``.npz`` file (so compiled calls see the same kind
+    of argument as before and are not compiled again)."""
     placement = getattr(trainer, "_placement", None) if trainer is not None else None
     if placement is not None and param in trainer._names:
         if param in placement.shardings:
@@ -271,12 +273,13 @@ def _target_sharding(param: Any, shape: tuple, trainer: Any) -> Any:
         spec = placement.rules.spec_for(name) if placement.rules is not None else PartitionSpec()
         return parameter_sharding(name, shape, placement.mesh, spec)
     if param._data is not None:
-        return param.data().sharding
-    return SingleDeviceSharding(jax.local_devices()[0])
+        value = param.data()
+        return value.sharding if value.committed else None
+    return None
 
 
 def _replicated_like(sharding: Any) -> Any:
-    """A sharding that holds any shape on ``sharding``'s devices, replicated."""
+    """A sharding that holds any shape on ``sharding``'s devices, replicated (None stays None)."""
     if isinstance(sharding, NamedSharding):
         return NamedSharding(sharding.mesh, PartitionSpec())
     return sharding
@@ -341,10 +344,17 @@ def _restore(path: str, abstract: dict) -> dict:
     an array comes back with another shape or dtype."""
     if all(leaf is ocp.PLACEHOLDER for group in abstract.values() for leaf in group):
         return abstract  # nothing to read
+
+    def restore_arg(leaf: Any) -> Any:
+        """Only the sharding is requested: orbax then gives the stored shape and dtype, checked below."""
+        if leaf is ocp.PLACEHOLDER:
+            return leaf
+        if leaf.sharding is None:  # read to the host; made an uncommitted JAX array below
+            return ocp.RestoreArgs(restore_type=np.ndarray)
+        return ocp.ArrayRestoreArgs(sharding=leaf.sharding)
+
+    restore_args = jax.tree_util.tree_map(restore_arg, abstract)
     checkpointer = ocp.Checkpointer(ocp.PyTreeCheckpointHandler())
-    # Only the sharding is requested: orbax then gives the stored shape and dtype, checked below.
-    restore_args = jax.tree_util.tree_map(
-        lambda leaf: leaf if leaf is ocp.PLACEHOLDER else ocp.ArrayRestoreArgs(sharding=leaf.sharding), abstract)
     try:
         restored = checkpointer.restore(os.path.abspath(os.path.join(path, STATE)),
                                         args=ocp.args.PyTreeRestore(item=abstract, restore_args=restore_args))
@@ -362,4 +372,4 @@ def _restore(path: str, abstract: dict) -> dict:
             if want is not ocp.PLACEHOLDER and (tuple(value.shape) != want.shape or value.dtype != want.dtype):
                 raise FormatError(f"checkpoint {path!r}: array {group}[{i}] is {value.dtype}{list(value.shape)} in "
                                   f"{STATE}/, the manifest says {want.dtype}{list(want.shape)}")
-    return restored
+    return {group: [jnp.asarray(v) if isinstance(v, np.ndarray) else v for v in restored[group]] for group in abstract}
