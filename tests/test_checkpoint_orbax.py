@@ -35,9 +35,11 @@ def script_env(**extra):
     return env
 
 
-def start(args, **env):
-    return subprocess.Popen([sys.executable, *map(str, args)], env=script_env(**env), cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start(args, log, **env):
+    """Start a script; its output goes to the file ``log`` (a pipe nobody reads could fill and block it)."""
+    with open(log, "w") as out:
+        return subprocess.Popen([sys.executable, *map(str, args)], env=script_env(**env), cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT)
 
 
 def free_port():
@@ -48,27 +50,29 @@ def free_port():
 
 @pytest.fixture(scope="module", autouse=True)
 def subprocess_runs(tmp_path_factory):
-    """Starts the 4-device script and the two processes before the first test; returns a function that waits for one
-    of them ('four', 'two') and gives ``(return codes, outputs, working directory)``."""
-    four_dir, two_dir = tmp_path_factory.mktemp("four"), tmp_path_factory.mktemp("two")
+    """Starts the 4-device script and the two processes before the first test; returns a function that
+    waits for one group of them ('four', 'two') and gives ``(return codes, outputs, working directory)``."""
+    four, two = tmp_path_factory.mktemp("four"), tmp_path_factory.mktemp("two")
     port = free_port()
-    runs = {"four": ([start([SCRIPTS / "orbax_four_devices.py", four_dir])], four_dir),
-            "two": ([start([SCRIPTS / "orbax_two_processes.py", two_dir / "ckpt", two_dir / "params.npz"],
+    runs = {"four": ([start([SCRIPTS / "orbax_four_devices.py", four], four / "log")], four),
+            "two": ([start([SCRIPTS / "orbax_two_processes.py", two / "ckpt", two / "params.npz"], two / f"log{rank}",
                            HYBRID_COORDINATOR=f"127.0.0.1:{port}", HYBRID_NUM_PROCESSES="2",
-                           HYBRID_PROCESS_ID=str(rank)) for rank in range(2)], two_dir)}
+                           HYBRID_PROCESS_ID=str(rank)) for rank in range(2)], two)}
     done = {}
 
     def wait(name):
         if name not in done:
             procs, workdir = runs[name]
             try:
-                outputs = [proc.communicate(timeout=240)[0] for proc in procs]
+                for proc in procs:
+                    proc.wait(timeout=240)
             finally:
                 for proc in procs:
                     if proc.poll() is None:
                         proc.kill()
                         proc.wait()
-            done[name] = ([proc.returncode for proc in procs], outputs, workdir)
+            logs = sorted(workdir.glob("log*"))
+            done[name] = ([proc.returncode for proc in procs], [log.read_text() for log in logs], workdir)
         return done[name]
 
     yield wait
@@ -317,7 +321,7 @@ def test_sharded_checkpoints_on_four_devices(subprocess_runs, check):
     values of its call while training goes on."""
     (code,), (output,), _ = subprocess_runs("four")
     assert code == 0, output[-4000:]
-    results = json.loads(output.strip().splitlines()[-1])
+    results = json.loads([line for line in output.splitlines() if line.startswith("{")][-1])
     assert results[check] == "ok", results[check]
 
 
