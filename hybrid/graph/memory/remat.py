@@ -30,6 +30,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Value
 from .._lower import lower, register_kind
+from ..rewrite import Rewriter
 
 __all__ = ["Chain", "find_chains", "apply_remat", "RematPlan"]
 
@@ -301,37 +302,26 @@ def apply_remat(graph: Graph, chains: list[Chain], plan: RematPlan) -> tuple[Gra
         return graph, {"chains": 0, "layers": 0}
     first_of = {chain.units[0][0]: chain for chain in chains}
     absorbed = {n for chain in chains for unit in chain.units for n in unit}
-    subst: dict[Value, Value] = {}
-    nodes: list[Node] = []
+    rewriter = Rewriter(graph)
     for node in graph.nodes:
         chain = first_of.get(node)
         if chain is not None:
             n = chain.length
             inputs = [chain.inputs[0]] + chain.shared + [v for slot in chain.stacked for v in slot]
-            inputs = [subst.get(v, v) for v in inputs]
             replaced = [chain.outputs[-1]] + [v for state in chain.states for v in state]
-            remat = Node("remat_scan", "remat_scan", inputs, [(v.shape, v.dtype) for v in replaced],
-                         {"name": f"{n}x{chain.template.nodes[0].display_name()}", "layers": n,
-                          "shared": len(chain.shared), "slots": len(chain.stacked), "states": len(chain.states),
-                          "segment": plan.segment if 0 < plan.segment < n else 0, "policy": plan.policy,
-                          "_subgraph": chain.template}, None, node.scope)
-            subst.update(zip(replaced, remat.outputs))
-            nodes.append(remat)
-            continue
-        if node in absorbed:
-            continue
-        inputs = [subst.get(v, v) for v in node.inputs]
-        if any(a is not b for a, b in zip(inputs, node.inputs)):
-            copy = node.with_inputs(inputs)
-            subst.update(zip(node.outputs, copy.outputs))
-            node = copy
-        nodes.append(node)
-    outputs = [subst.get(v, v) for v in graph.outputs]
-    used = {v for n in nodes for v in n.inputs} | set(outputs)
-    consts = {v: a for v, a in graph.consts.items() if v in used}
-    return Graph(graph.inputs, outputs, nodes, consts), {
-        "chains": len(chains), "layers": sum(c.length for c in chains), "segment": plan.segment,
-        "policy": plan.policy, "nodes_removed": len(graph.nodes) - len(nodes)}
+            remat = rewriter.emit(Node(
+                "remat_scan", "remat_scan", [rewriter.value(v) for v in inputs], [(v.shape, v.dtype) for v in replaced],
+                {"name": f"{n}x{chain.template.nodes[0].display_name()}", "layers": n, "shared": len(chain.shared),
+                 "slots": len(chain.stacked), "states": len(chain.states),
+                 "segment": plan.segment if 0 < plan.segment < n else 0, "policy": plan.policy,
+                 "_subgraph": chain.template}, None, node.scope))
+            for old, new in zip(replaced, remat.outputs):
+                rewriter.replace(old, new)
+        elif node not in absorbed:
+            rewriter.keep(node)
+    result = rewriter.finish()
+    return result, {"chains": len(chains), "layers": sum(c.length for c in chains), "segment": plan.segment,
+                    "policy": plan.policy, "nodes_removed": len(graph.nodes) - len(result.nodes)}
 
 
 def sqrt_segment(length: int) -> int:

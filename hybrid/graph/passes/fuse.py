@@ -22,7 +22,7 @@ import jax
 from ..ir import Graph, Node, Value
 from .._lower import lower, register_kind
 from ..ops import OpPattern, pattern_of
-from ..rewrite import use_counts
+from ..rewrite import Rewriter, use_counts
 from ..target import Target
 from . import register_pass
 
@@ -132,37 +132,23 @@ def fuse(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
     groups = plan_groups(graph)
     if not groups:
         return graph, {"groups": 0, "nodes_fused": 0}
-    counts_outside: set[Value] = set(graph.outputs)
     member_of = {node: i for i, group in enumerate(groups) for node in group}
+    live_outside: set[Value] = set(graph.outputs)  # values read outside the group computing them
     for node in graph.nodes:
         for value in node.inputs:
             producer = value.producer
             if producer in member_of and member_of.get(node) != member_of[producer]:
-                counts_outside.add(value)
-    nodes: list[Node] = []
-    subst: dict[Value, Value] = {}
-    emitted: set[int] = set()
+                live_outside.add(value)
+    rewriter = Rewriter(graph)
     for node in graph.nodes:
         g = member_of.get(node)
         if g is None:
-            inputs = [subst.get(v, v) for v in node.inputs]
-            if any(a is not b for a, b in zip(inputs, node.inputs)):
-                copy = node.with_inputs(inputs)
-                subst.update(zip(node.outputs, copy.outputs))
-                node = copy
-            nodes.append(node)
-            continue
-        if g in emitted:
-            continue
-        members = groups[g]
-        fused, replaced = build_fused(members, graph.consts, counts_outside)
-        fused.inputs = [subst.get(v, v) for v in fused.inputs]
-        subst.update(zip(replaced, fused.outputs))
-        nodes.append(fused)
-        emitted.add(g)
-    outputs = [subst.get(v, v) for v in graph.outputs]
-    used = {v for n in nodes for v in n.inputs} | set(outputs)
-    consts = {v: a for v, a in graph.consts.items() if v in used}
+            rewriter.keep(node)
+        elif node is groups[g][0]:  # a group is emitted where its first member was
+            fused, replaced = build_fused(groups[g], graph.consts, live_outside)
+            fused = rewriter.emit(fused.with_inputs([rewriter.value(v) for v in fused.inputs]))
+            for old, new in zip(replaced, fused.outputs):
+                rewriter.replace(old, new)
     fused_nodes = sum(len(g) for g in groups)
-    return Graph(graph.inputs, outputs, nodes, consts), {
-        "groups": len(groups), "nodes_fused": fused_nodes, "nodes_removed": fused_nodes - len(groups)}
+    return rewriter.finish(), {"groups": len(groups), "nodes_fused": fused_nodes,
+                               "nodes_removed": fused_nodes - len(groups)}
