@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import threading
 from typing import Any, Callable
 
@@ -444,10 +445,19 @@ def load_checkpoint(directory: str | os.PathLike, net: Any = None, trainer: Any 
     directory = os.fspath(directory)
     _wait_for_pending(directory)
     for attempt in range(_RETRIES):
+        # a listing is not atomic: while another process publishes a checkpoint and removes older ones,
+        # one listing can see the removed directories but not yet the new one; look again before refusing
         newest = _newest_per_step(_generations(directory))
+        last = attempt == _RETRIES - 1
         if not newest:
+            if not last:
+                time.sleep(0.001 * attempt)
+                continue
             raise FileNotFoundError(f"load_checkpoint: no checkpoints in {directory!r}")
         if step is not None and step not in newest:
+            if not last:
+                time.sleep(0.001 * attempt)
+                continue
             raise FileNotFoundError(f"load_checkpoint: no checkpoint for step {step}; available: {sorted(newest)}")
         _, path = newest[step] if step is not None else max(newest.values())
         try:
