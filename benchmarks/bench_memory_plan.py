@@ -70,7 +70,7 @@ def model_row(name: str, make, with_xla: bool, plot_dir: str | None) -> dict:
 def deep_mlp(x, *weights):
     h = x
     for w in weights:
-        h = layer_ops.activation(layer_ops.dense(h, w), "relu")
+        h = layer_ops.activation(layer_ops.dense(h, w), act_type="relu")
         h = h * 0.5 + jnp.tanh(h)
     return jnp.sum(h ** 2)
 
