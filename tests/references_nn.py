@@ -1,4 +1,4 @@
-"""Independent NumPy (float64) references for the layers of test_layers_extra.py and test_rnn.py.
+"""Independent NumPy (float64) references for the layers of test_layers_*.py and test_rnn.py.
 
 Everything is channels-first; tests transpose channels-last data to use them.
 """

@@ -9,21 +9,7 @@ import hybrid
 from hybrid import Trainer, autograd, nn
 from hybrid.export import FormatError, list_checkpoints, load_checkpoint, save_checkpoint
 
-
-def make_net(seed):
-    hybrid.random.seed(seed)
-    net = nn.HybridSequential()
-    net.add(nn.Dense(8, activation="relu"), nn.BatchNorm(), nn.Dropout(0.4), nn.Dense(3))
-    net.initialize(hybrid.init.Xavier())
-    net.hybridize()
-    net(np.zeros((2, 4), np.float32))
-    return net
-
-
-def batch(step):
-    """Data that depends only on the step, as a resumable data pipeline provides it."""
-    rng = np.random.default_rng(step)
-    return rng.standard_normal((6, 4)).astype(np.float32), rng.integers(0, 3, 6)
+from helpers import batch, make_net, snapshot
 
 
 def train(net, trainer, steps):
@@ -37,10 +23,6 @@ def train(net, trainer, steps):
         trainer.step(6)
         losses.append(np.asarray(loss))
     return losses
-
-
-def snapshot(net):
-    return {name: np.asarray(p.data()).copy() for name, p in net.collect_params().items()}
 
 
 def test_resume_continues_training_bit_identically(tmp_path):

@@ -20,7 +20,7 @@ from hybrid import Trainer, autograd, nn
 from hybrid.export import FormatError, list_checkpoints, load_checkpoint, save_checkpoint
 from hybrid.export import orbax_checkpoint
 
-from test_checkpoint import batch, make_net, snapshot
+from helpers import batch, make_net, snapshot
 
 SCRIPTS = Path(__file__).parent / "distributed_scripts"
 ROOT = Path(__file__).parent.parent

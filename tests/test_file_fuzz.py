@@ -23,7 +23,7 @@ from hybrid import SymbolBlock, nn, serialization
 from hybrid.export import FormatError, load_checkpoint, load_parameter_file, parse_mxnet_params, save_checkpoint
 from hybrid.export.jsonfile import seal
 
-from test_mxnet_compat import conv_symbol, conv_weights, mx_params
+from helpers import conv_symbol, conv_weights, mx_params
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 BOUNDARY = [0, 1, 0x7F, 0x80, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 2 ** 63 - 1, 2 ** 64 - 1]

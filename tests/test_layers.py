@@ -1,32 +1,18 @@
-"""Every layer: forward against NumPy, hybridized against eager (outputs and gradients, train and
-predict mode), and gradients against finite differences of the NumPy reference."""
-from dataclasses import dataclass
-from typing import Callable
-
+"""The basic layers (dense, activations, 2-D convolution and pooling, batch and layer norm, embedding,
+dropout): forward against NumPy, hybridized against eager (outputs and gradients, train and predict
+mode), and gradients against finite differences of the NumPy reference; and, for every layer, errors
+that name the layer. The other layers have their own modules: test_layers_conv.py, test_layers_norm.py,
+test_layers_activation.py, test_layers_concatenate.py, test_layers_attention.py."""
 import numpy as np
 import pytest
 
-import hybrid
 from hybrid import autograd, init, nn
 from hybrid.errors import ShapeError
 
 import references as ref
 from conftest import assert_close
-from helpers import clone_params, run_with_grads
-
-
-@dataclass
-class Case:
-    name: str
-    make: Callable
-    shape: tuple
-    reference: Callable  # (dict of float64 arrays: 'x' and parameter names) -> output
-    integer_input: int = 0  # > 0: integer inputs in [0, integer_input)
-
-    def input(self, rng):
-        if self.integer_input:
-            return rng.integers(0, self.integer_input, self.shape).astype(np.int32)
-        return rng.standard_normal(self.shape).astype(np.float32)
+from helpers import (LayerCase, built_layer, check_forward_matches_numpy, check_gradients_match_finite_differences,
+                     check_input_gradients_of_parameter_free_layer, clone_params, run_with_grads)
 
 
 def _conv_nhwc(a, **kw):
@@ -36,74 +22,57 @@ def _conv_nhwc(a, **kw):
 
 
 CASES = [
-    Case("dense", lambda: nn.Dense(5, in_units=12), (3, 12), lambda a: ref.dense(a["x"], a["weight"], a["bias"])),
-    Case("dense_deferred_flatten", lambda: nn.Dense(4), (2, 3, 4),
-         lambda a: ref.dense(a["x"], a["weight"], a["bias"])),
-    Case("dense_no_flatten", lambda: nn.Dense(4, flatten=False, use_bias=False), (2, 3, 6),
-         lambda a: ref.dense(a["x"], a["weight"], flatten=False)),
-    Case("dense_relu", lambda: nn.Dense(6, activation="relu"), (4, 5),
-         lambda a: np.maximum(ref.dense(a["x"], a["weight"], a["bias"]), 0)),
-    *[Case(f"activation_{name}", (lambda n=name: nn.Activation(n)), (3, 7), (lambda a, f=fn: f(a["x"])))
+    LayerCase("dense", lambda: nn.Dense(5, in_units=12), (3, 12), lambda a: ref.dense(a["x"], a["weight"], a["bias"])),
+    LayerCase("dense_deferred_flatten", lambda: nn.Dense(4), (2, 3, 4),
+              lambda a: ref.dense(a["x"], a["weight"], a["bias"])),
+    LayerCase("dense_no_flatten", lambda: nn.Dense(4, flatten=False, use_bias=False), (2, 3, 6),
+              lambda a: ref.dense(a["x"], a["weight"], flatten=False)),
+    LayerCase("dense_relu", lambda: nn.Dense(6, activation="relu"), (4, 5),
+              lambda a: np.maximum(ref.dense(a["x"], a["weight"], a["bias"]), 0)),
+    *[LayerCase(f"activation_{name}", (lambda n=name: nn.Activation(n)), (3, 7), (lambda a, f=fn: f(a["x"])))
       for name, fn in ref.ACTIVATIONS.items()],
-    Case("conv2d", lambda: nn.Conv2D(6, 3, padding=1, in_channels=4), (2, 4, 7, 7),
-         lambda a: ref.conv2d(a["x"], a["weight"], a["bias"], (1, 1), (1, 1), (1, 1), 1)),
-    Case("conv2d_strided_dilated_grouped", lambda: nn.Conv2D(6, (3, 2), strides=(2, 1), padding=(2, 1),
-                                                             dilation=(2, 1), groups=2), (2, 4, 9, 8),
-         lambda a: ref.conv2d(a["x"], a["weight"], a["bias"], (2, 1), (2, 1), (2, 1), 2)),
-    Case("conv2d_nhwc_tanh", lambda: nn.Conv2D(5, 3, layout="NHWC", activation="tanh"), (2, 6, 6, 3),
-         lambda a: np.tanh(_conv_nhwc(a, stride=(1, 1), pad=(0, 0), dilation=(1, 1), groups=1))),
-    Case("maxpool", lambda: nn.MaxPool2D(3, 2, 1), (2, 3, 7, 7),
-         lambda a: ref.pool2d(a["x"], (3, 3), (2, 2), (1, 1), "max")),
-    Case("maxpool_ceil", lambda: nn.MaxPool2D(2, 2, ceil_mode=True), (1, 2, 7, 5),
-         lambda a: ref.pool2d(a["x"], (2, 2), (2, 2), (0, 0), "max", ceil_mode=True)),
-    Case("avgpool", lambda: nn.AvgPool2D(3, 2, 1), (2, 3, 8, 7),
-         lambda a: ref.pool2d(a["x"], (3, 3), (2, 2), (1, 1), "avg")),
-    Case("avgpool_exclude_pad_ceil", lambda: nn.AvgPool2D(3, 2, 1, ceil_mode=True, count_include_pad=False),
-         (2, 3, 8, 6), lambda a: ref.pool2d(a["x"], (3, 3), (2, 2), (1, 1), "avg", True, False)),
-    Case("global_avgpool", lambda: nn.GlobalAvgPool2D(), (2, 3, 5, 4),
-         lambda a: a["x"].mean(axis=(2, 3), keepdims=True)),
-    Case("batchnorm_predict", lambda: nn.BatchNorm(in_channels=3, running_mean_initializer=init.Normal(1.0),
-                                                   running_variance_initializer=init.Constant(2.0),
-                                                   gamma_initializer=init.Normal(1.0)), (4, 3, 2, 2),
-         lambda a: ref.batch_norm_infer(a["x"], a["gamma"], a["beta"], a["running_mean"], a["running_var"], 1e-5)),
-    Case("layernorm", lambda: nn.LayerNorm(gamma_initializer=init.Normal(1.0), beta_initializer=init.Normal(1.0)),
-         (3, 4, 6), lambda a: ref.layer_norm(a["x"], a["gamma"], a["beta"], 1e-5)),
-    Case("embedding", lambda: nn.Embedding(10, 4), (3, 5), lambda a: a["weight"][a["x"].astype(int)],
-         integer_input=10),
-    Case("flatten", lambda: nn.Flatten(), (2, 3, 4), lambda a: a["x"].reshape(2, -1)),
-    Case("hybrid_lambda", lambda: nn.HybridLambda("tanh"), (3, 3), lambda a: np.tanh(a["x"])),
+    LayerCase("conv2d", lambda: nn.Conv2D(6, 3, padding=1, in_channels=4), (2, 4, 7, 7),
+              lambda a: ref.conv2d(a["x"], a["weight"], a["bias"], (1, 1), (1, 1), (1, 1), 1)),
+    LayerCase("conv2d_strided_dilated_grouped", lambda: nn.Conv2D(6, (3, 2), strides=(2, 1), padding=(2, 1),
+                                                                  dilation=(2, 1), groups=2), (2, 4, 9, 8),
+              lambda a: ref.conv2d(a["x"], a["weight"], a["bias"], (2, 1), (2, 1), (2, 1), 2)),
+    LayerCase("conv2d_nhwc_tanh", lambda: nn.Conv2D(5, 3, layout="NHWC", activation="tanh"), (2, 6, 6, 3),
+              lambda a: np.tanh(_conv_nhwc(a, stride=(1, 1), pad=(0, 0), dilation=(1, 1), groups=1))),
+    LayerCase("maxpool", lambda: nn.MaxPool2D(3, 2, 1), (2, 3, 7, 7),
+              lambda a: ref.pool2d(a["x"], (3, 3), (2, 2), (1, 1), "max")),
+    LayerCase("maxpool_ceil", lambda: nn.MaxPool2D(2, 2, ceil_mode=True), (1, 2, 7, 5),
+              lambda a: ref.pool2d(a["x"], (2, 2), (2, 2), (0, 0), "max", ceil_mode=True)),
+    LayerCase("avgpool", lambda: nn.AvgPool2D(3, 2, 1), (2, 3, 8, 7),
+              lambda a: ref.pool2d(a["x"], (3, 3), (2, 2), (1, 1), "avg")),
+    LayerCase("avgpool_exclude_pad_ceil", lambda: nn.AvgPool2D(3, 2, 1, ceil_mode=True, count_include_pad=False),
+              (2, 3, 8, 6), lambda a: ref.pool2d(a["x"], (3, 3), (2, 2), (1, 1), "avg", True, False)),
+    LayerCase("global_avgpool", lambda: nn.GlobalAvgPool2D(), (2, 3, 5, 4),
+              lambda a: a["x"].mean(axis=(2, 3), keepdims=True)),
+    LayerCase("batchnorm_predict", lambda: nn.BatchNorm(in_channels=3, running_mean_initializer=init.Normal(1.0),
+                                                        running_variance_initializer=init.Constant(2.0),
+                                                        gamma_initializer=init.Normal(1.0)), (4, 3, 2, 2),
+              lambda a: ref.batch_norm_infer(a["x"], a["gamma"], a["beta"], a["running_mean"], a["running_var"], 1e-5)),
+    LayerCase("layernorm", lambda: nn.LayerNorm(gamma_initializer=init.Normal(1.0), beta_initializer=init.Normal(1.0)),
+              (3, 4, 6), lambda a: ref.layer_norm(a["x"], a["gamma"], a["beta"], 1e-5)),
+    LayerCase("embedding", lambda: nn.Embedding(10, 4), (3, 5), lambda a: a["weight"][a["x"].astype(int)],
+              integer_input=10),
+    LayerCase("flatten", lambda: nn.Flatten(), (2, 3, 4), lambda a: a["x"].reshape(2, -1)),
+    LayerCase("hybrid_lambda", lambda: nn.HybridLambda("tanh"), (3, 3), lambda a: np.tanh(a["x"])),
 ]
 IDS = [c.name for c in CASES]
 WITH_PARAMS = [c for c in CASES if c.name.startswith(("dense", "conv", "batchnorm", "layernorm", "embedding"))]
 
 
-def _built(case, rng, seed=0):
-    hybrid.random.seed(seed)
-    net = case.make()
-    net.initialize(init.Normal(0.5))
-    x = case.input(rng)
-    net(x)  # completes deferred initialisation
-    return net, x
-
-
-def _arrays(net, x):
-    arrays = {name: np.asarray(p.data(), np.float64) for name, p in net.collect_params().items()}
-    arrays["x"] = np.asarray(x, np.float64)
-    return arrays
-
-
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_forward_matches_numpy(case, rng):
-    net, x = _built(case, rng)
-    out = net(x)
-    assert_close(out, case.reference(_arrays(net, x)), rtol=1e-4, atol=1e-5)
+    check_forward_matches_numpy(case, rng)
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["predict", "train"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_hybridized_equals_eager(case, training, rng):
-    eager, x = _built(case, rng)
-    compiled, _ = _built(case, rng, seed=1)
+    eager, x = built_layer(case, rng)
+    compiled, _ = built_layer(case, rng, seed=1)
     clone_params(eager, compiled)
     compiled.hybridize()
     out_e, grads_e = run_with_grads(eager, (x,), training)
@@ -118,28 +87,7 @@ def test_hybridized_equals_eager(case, training, rng):
 
 @pytest.mark.parametrize("case", WITH_PARAMS, ids=[c.name for c in WITH_PARAMS])
 def test_gradients_match_finite_differences(case, rng):
-    net, x = _built(case, rng)
-    _, grads = run_with_grads(net, (x,), training=False)
-    arrays = _arrays(net, x)
-    head = np.random.default_rng(0).standard_normal(np.shape(case.reference(arrays)))
-    loss = lambda a: float((case.reference(a) * head).sum())  # noqa: E731
-    for name, grad in grads.items():
-        flat = np.argsort(np.abs(np.asarray(grad)).ravel())[-3:]  # the largest entries: clear signal
-        for index in [np.unravel_index(i, grad.shape) for i in flat]:
-            expected = ref.numeric_grad(loss, arrays, name, index)
-            assert abs(grad[index] - expected) <= 2e-3 * max(1.0, abs(expected)), (name, index)
-
-
-class InputAsParameter(hybrid.HybridBlock):
-    """``layer(z)`` with the input held in a parameter, so its gradient is observable."""
-
-    def __init__(self, layer, x):
-        super().__init__()
-        self.z = hybrid.Parameter("z", shape=x.shape, init=init.Constant(x))
-        self.layer = layer
-
-    def forward(self):
-        return self.layer(self.z.data())
+    check_gradients_match_finite_differences(case, rng)
 
 
 PARAM_FREE = [c for c in CASES if c not in WITH_PARAMS]
@@ -148,18 +96,7 @@ PARAM_FREE = [c for c in CASES if c not in WITH_PARAMS]
 @pytest.mark.parametrize("hybridize", [False, True])
 @pytest.mark.parametrize("case", PARAM_FREE, ids=[c.name for c in PARAM_FREE])
 def test_input_gradients_of_parameter_free_layers(case, hybridize, rng):
-    x = case.input(rng)
-    block = InputAsParameter(case.make(), x)
-    block.initialize()
-    if hybridize:
-        block.hybridize()
-    out, grads = run_with_grads(block, (), training=True)
-    head = np.random.default_rng(0).standard_normal(out.shape)
-    loss = lambda a: float((case.reference({"x": a["z"]}) * head).sum())  # noqa: E731
-    arrays = {"z": x.astype(np.float64)}
-    for index in [np.unravel_index(i, x.shape) for i in rng.choice(x.size, 6, replace=False)]:
-        expected = ref.numeric_grad(loss, arrays, "z", index)
-        assert abs(grads["z"][index] - expected) <= 2e-3 * max(1.0, abs(expected)), index
+    check_input_gradients_of_parameter_free_layer(case, hybridize, rng)
 
 
 def test_batchnorm_training_uses_batch_stats_and_updates_running_stats(rng):
@@ -250,3 +187,57 @@ def test_bad_constructor_arguments():
         nn.Activation("swishy")
     with pytest.raises(ValueError, match="divisible by groups"):
         nn.Conv2D(5, 3, groups=2)
+
+
+def test_bad_constructor_arguments_name_the_layer():
+    bad = [(lambda: nn.Conv1DTranspose(-2, 3), "Conv1DTranspose: channels must be a positive integer"),
+           (lambda: nn.Conv2DTranspose(4, 3, strides=2, output_padding=2), "Conv2DTranspose: output_padding"),
+           (lambda: nn.Conv3DTranspose(4, 3, layout="NCHW"), "Conv3DTranspose: layout must be one of"),
+           (lambda: nn.Conv2DTranspose(4, (3, 3, 3)), "Conv2DTranspose: kernel_size"),
+           (lambda: nn.GroupNorm(3, in_channels=4), r"GroupNorm: in_channels \(4\) must be divisible"),
+           (lambda: nn.GroupNorm(0), "GroupNorm: num_groups must be a positive integer"),
+           (lambda: nn.InstanceNorm(epsilon=0), "InstanceNorm: epsilon must be positive"),
+           (lambda: nn.LeakyReLU(-0.1), "LeakyReLU: alpha"),
+           (lambda: nn.PReLU(in_channels=0), "PReLU: in_channels"),
+           (lambda: nn.GELU("fast"), "GELU: approximation"),
+           (lambda: nn.PixelShuffle2D((2, 0)), "PixelShuffle2D: factor"),
+           (lambda: nn.ReflectionPad2D(-1), "ReflectionPad2D: padding"),
+           (lambda: nn.HybridConcatenate(axis="1"), "HybridConcatenate: axis"),
+           (lambda: nn.MultiHeadAttention(10, 3), r"MultiHeadAttention: units \(10\) must be divisible"),
+           (lambda: nn.MultiHeadAttention(8, 2, dropout=1.0), "MultiHeadAttention: dropout"),
+           (lambda: nn.TransformerEncoderLayer(8, -1, 2), "TransformerEncoderLayer: hidden_size")]
+    for make, message in bad:
+        with pytest.raises(ValueError, match=message):
+            make()
+
+
+def _bad_inputs():
+    net = nn.HybridSequential()
+    net.add(nn.Identity(), nn.GroupNorm(2))
+    return [(net, (2, 3, 4), r"GroupNorm '1': 3 channels .* cannot be split into 2 groups"),
+            (nn.GroupNorm(2, in_channels=4), (2, 6, 3), "GroupNorm: expected 4 channels on axis 1"),
+            (nn.InstanceNorm(axis=3), (2, 3, 4), "InstanceNorm: expected an input"),
+            (nn.PReLU(in_channels=3), (2, 4), "PReLU: expected 3 channels on axis 1"),
+            (nn.PixelShuffle2D(2), (1, 6, 2, 2), "PixelShuffle2D: expected a 4-D input .* divisible by 4"),
+            (nn.ReflectionPad2D(3), (1, 1, 3, 3), "ReflectionPad2D: reflection padding"),
+            (nn.Conv2DTranspose(2, 3, padding=3), (1, 1, 1, 1), "Conv2DTranspose: input of shape .* empty output"),
+            (nn.Conv1DTranspose(2, 3, in_channels=4), (1, 3, 5), "Conv1DTranspose: expected 4 input channels"),
+            (nn.MultiHeadAttention(4, 2), (2, 4), r"MultiHeadAttention: expected query \(B, T, Cq\)"),
+            (nn.TransformerEncoderLayer(8, 4, 2), (2, 3, 5), r"TransformerEncoderLayer: expected an input \(B, T, 8\)")]
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_bad_inputs_raise_shape_errors_naming_the_layer(hybridize):
+    for layer, shape, message in _bad_inputs():
+        layer.initialize()
+        if hybridize:
+            layer.hybridize()
+        with pytest.raises(ShapeError, match=message):
+            layer(np.ones(shape, np.float32))
+    branches = nn.HybridConcatenate(axis=0)
+    branches.add(nn.Dense(3), nn.Identity())
+    branches.initialize()
+    with pytest.raises(ShapeError, match=r"HybridConcatenate: cannot concatenate .* \[\(2, 3\), \(2, 4\)\]"):
+        branches(np.ones((2, 4), np.float32))
+    with pytest.raises(ValueError, match="Concatenate has no children"):
+        nn.Concatenate()(np.ones((2, 4), np.float32))

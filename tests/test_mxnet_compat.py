@@ -9,34 +9,7 @@ from hybrid import SymbolBlock, autograd, nn
 from hybrid.export import FormatError, parse_mxnet_params
 
 from conftest import assert_close
-
-TYPE_FLAGS = {np.dtype("float32"): 0, np.dtype("float64"): 1, np.dtype("float16"): 2, np.dtype("int32"): 4,
-              np.dtype("int64"): 6}
-
-
-def mx_array(array, version=2):
-    """One NDArray as MXNet's NDArray::Save writes it (V2: magic, storage type; V1: magic; 0: legacy)."""
-    array = np.ascontiguousarray(array)
-    if version == 2:
-        head = struct.pack("<Ii", 0xF993FAC9, 0) + struct.pack("<I", array.ndim)
-        head += struct.pack(f"<{array.ndim}q", *array.shape)
-    elif version == 1:
-        head = struct.pack("<I", 0xF993FAC8) + struct.pack("<I", array.ndim)
-        head += struct.pack(f"<{array.ndim}q", *array.shape)
-    else:  # legacy: the first word is the rank, dims are uint32
-        head = struct.pack("<I", array.ndim) + struct.pack(f"<{array.ndim}I", *array.shape)
-    context = struct.pack("<ii", 1, 0)  # cpu(0)
-    return head + context + struct.pack("<i", TYPE_FLAGS[array.dtype]) + array.astype(array.dtype.newbyteorder("<")).tobytes()
-
-
-def mx_params(named, version=2):
-    """A whole .params file: list magic, reserved, arrays, names."""
-    out = struct.pack("<QQ", 0x112, 0) + struct.pack("<Q", len(named))
-    out += b"".join(mx_array(a, version) for a in named.values())
-    out += struct.pack("<Q", len(named))
-    for name in named:
-        out += struct.pack("<Q", len(name.encode())) + name.encode()
-    return out
+from helpers import conv_symbol, conv_weights, mx_params, node
 
 
 def weights(seed=0):
@@ -120,49 +93,6 @@ def test_forged_mxnet_files_fail_cleanly(tmp_path, forge, message):
 
 
 # -- MXNet symbol JSON --------------------------------------------------------------------------
-def node(op, name, inputs=(), **attrs):
-    entry = {"op": op, "name": name, "inputs": [[i, 0, 0] for i in inputs]}
-    if attrs:
-        entry["attrs"] = {k: str(v) for k, v in attrs.items()}
-    return entry
-
-
-def conv_symbol():
-    nodes = [node("null", "data"), node("null", "conv0_weight"), node("null", "conv0_bias"),
-             node("Convolution", "conv0", [0, 1, 2], kernel=(3, 3), pad=(1, 1), num_filter=2),
-             node("null", "bn0_gamma"), node("null", "bn0_beta"), node("null", "bn0_moving_mean"),
-             node("null", "bn0_moving_var"),
-             node("BatchNorm", "bn0", [3, 4, 5, 6, 7], eps=1e-5, fix_gamma=False),
-             node("LeakyReLU", "lrelu0", [8], act_type="leaky", slope=0.1),
-             node("Pooling", "pool0", [9], kernel=(2, 2), stride=(2, 2), pool_type="max"),
-             node("Flatten", "flat0", [10]),
-             node("null", "fc0_weight"), node("null", "fc0_bias"),
-             node("FullyConnected", "fc0", [11, 12, 13], num_hidden=3),
-             node("Activation", "relu0", [14], act_type="relu"),
-             node("Dropout", "drop0", [15], p=0.5),
-             node("_mul_scalar", "mul0", [16], scalar=2.0),
-             node("elemwise_add", "add0", [17, 14]),
-             node("Concat", "cat0", [18, 14], dim=1, num_args=2),
-             node("Reshape", "resh0", [19], shape=(0, 2, -1)),
-             node("Flatten", "flat1", [20]),
-             node("null", "softmax_label"),
-             node("SoftmaxOutput", "softmax", [21, 22])]
-    return {"nodes": nodes, "arg_nodes": [i for i, n in enumerate(nodes) if n["op"] == "null"],
-            "heads": [[23, 0, 0]], "attrs": {"mxnet_version": ["int", 10600]}}
-
-
-def conv_weights():
-    rng = np.random.default_rng(2)
-    return {"arg:conv0_weight": rng.standard_normal((2, 1, 3, 3)).astype(np.float32),
-            "arg:conv0_bias": rng.standard_normal(2).astype(np.float32),
-            "arg:bn0_gamma": rng.random(2).astype(np.float32) + 0.5,
-            "arg:bn0_beta": rng.standard_normal(2).astype(np.float32),
-            "aux:bn0_moving_mean": rng.standard_normal(2).astype(np.float32),
-            "aux:bn0_moving_var": rng.random(2).astype(np.float32) + 0.5,
-            "arg:fc0_weight": rng.standard_normal((3, 8)).astype(np.float32),
-            "arg:fc0_bias": rng.standard_normal(3).astype(np.float32)}
-
-
 def conv_reference(p, x):
     n, _, h, w = x.shape
     padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))

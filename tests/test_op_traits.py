@@ -15,7 +15,7 @@ from hybrid.graph import ops
 from hybrid.graph.ops import OpPattern
 from hybrid.graph.passes import PASSES, bn_fold, fuse, horizontal_fusion, layout, register_pass
 
-from test_passes import check_equivalent
+from helpers import check_equivalent
 
 
 def _channel_axis(attrs, shape):

@@ -13,8 +13,7 @@ from hybrid.graph import layer_ops as L
 
 from conftest import assert_close
 from corpus import CORPUS
-from helpers import clone_params
-from test_passes import check_equivalent
+from helpers import check_equivalent, clone_params
 
 
 def outputs_and_grads(net, inputs, training):

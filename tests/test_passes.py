@@ -10,6 +10,7 @@ from hybrid import autograd, graph, nn
 from hybrid.graph import layer_ops as L
 
 from conftest import assert_close
+from helpers import check_equivalent
 
 
 def run_pass(fn, args, passes):
@@ -17,31 +18,6 @@ def run_pass(fn, args, passes):
     after, stats = graph.run_passes(before, passes)
     check_equivalent(before, after, args)
     return after, stats
-
-
-def check_equivalent(before, after, args, rtol=1e-5, atol=1e-5):
-    """Outputs and gradients (w.r.t. every float input) of the two graphs agree."""
-    run_before, run_after = graph.lower(before), graph.lower(after)
-    outs_b, outs_a = run_before(*args), run_after(*args)
-    for a, b in zip(outs_a, outs_b):
-        assert_close(a, b, rtol=rtol, atol=atol)
-    float_args = [i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating)]
-    heads = [np.random.default_rng(i).standard_normal(np.shape(o)).astype(np.float32) for i, o in enumerate(outs_b)]
-
-    def scalar(run):
-        def f(*floats):
-            full = list(args)
-            for i, v in zip(float_args, floats):
-                full[i] = v
-            outs = run(*full)
-            return sum(jnp.sum(o * h) for o, h in zip(outs, heads) if jnp.issubdtype(o.dtype, jnp.floating))
-        return f
-
-    floats = [args[i] for i in float_args]
-    grads_b = jax.grad(scalar(run_before), argnums=tuple(range(len(floats))))(*floats)
-    grads_a = jax.grad(scalar(run_after), argnums=tuple(range(len(floats))))(*floats)
-    for a, b in zip(grads_a, grads_b):
-        assert_close(a, b, rtol=rtol, atol=atol)
 
 
 def ops_of(g):
