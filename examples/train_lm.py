@@ -4,7 +4,7 @@
     python examples/train_lm.py --quick    # a few seconds: a tiny model and few steps
     python examples/train_lm.py --text my_book.txt --epochs 20 --units 256 --layers 4
 
-The text is the hand-written Markdown files in docs/ (not the generated api-reference.md), or the files
+The text is the Markdown files in docs/, or the files
 given with --text, read as characters; 90% trains the model and the last 10% is held out. Each training
 step -- forward, backward and the Adam update -- is one XLA program built by hybrid.compile. Prints the loss
 and perplexity per epoch, the held-out perplexity, and at the end a sample generated from a prompt.
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     hybrid.random.seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    default = [p for p in glob.glob(os.path.join(DOCS, "*.md")) if not p.endswith("api-reference.md")]
+    default = glob.glob(os.path.join(DOCS, "*.md"))
     text = read_text(args.text if args.text is not None else default)
     vocab = CharVocabulary(text)
     ids = vocab.encode(text)

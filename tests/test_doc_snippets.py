@@ -38,10 +38,6 @@ import pytest
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 DOCS = os.path.join(ROOT, "docs")
 
-# docs/api-reference.md is generated from the docstrings (tests/test_api_docs.py checks that it is up to
-# date); its ```python blocks are signatures such as `class Block()`, not code to run.
-GENERATED = {"docs/api-reference.md"}
-
 NO_RUN = "<!-- no-run -->"
 _OUTPUT = re.compile(r"^<!-- output(?: ignore=(?P<ignore>.+?))? -->$")
 _ENV = re.compile(r"^<!-- doc-test-env:(?P<vars>(?:\s+[A-Za-z_][A-Za-z0-9_]*=\S+)+)\s+-->$")
@@ -256,8 +252,6 @@ def _pages():
     pages = ["README.md"] + sorted(f"docs/{n}" for n in os.listdir(DOCS) if n.endswith(".md"))
     runnable = []
     for page in pages:
-        if page in GENERATED:
-            continue
         with open(os.path.join(ROOT, page), encoding="utf-8") as f:
             try:
                 if python_blocks(f.read()):

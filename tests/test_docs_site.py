@@ -2,7 +2,8 @@
 page left out of the nav, no docstring mkdocstrings cannot render; its API pages document every public
 name; README.md links every page."""
 import filecmp
-import importlib.util
+import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -16,11 +17,28 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 DOCS = os.path.join(ROOT, "docs")
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("gen_api_reference", os.path.join(DOCS, "gen_api_reference.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def public_modules(root: str = "hybrid") -> list[types.ModuleType]:
+    """Public modules, breadth-first from ``root`` through ``__all__``."""
+    queue, seen = [importlib.import_module(root)], []
+    while queue:
+        module = queue.pop(0)
+        if module in seen:
+            continue
+        seen.append(module)
+        for name in getattr(module, "__all__", []):
+            value = getattr(module, name)
+            if isinstance(value, types.ModuleType) and value.__name__.startswith(root + "."):
+                queue.append(value)
+    return seen
+
+
+def public_names(module: types.ModuleType) -> list[str]:
+    """``__all__``, or the classes and functions a module defines under public names."""
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n, v in vars(module).items() if not n.startswith("_") and
+                 getattr(v, "__module__", None) == module.__name__ and (inspect.isclass(v) or inspect.isfunction(v))]
+    return sorted(names)
 
 
 def _nav_pages(nav):
@@ -56,10 +74,10 @@ def test_api_pages_document_every_public_name(site):
     for name in os.listdir(os.path.join(site, "api")):
         with open(os.path.join(site, "api", name, "index.html"), encoding="utf-8") as f:
             ids |= set(re.findall(r'id="(hybrid[\w.]*)"', f.read()))
-    generator, missing = _generator(), []
-    for module in generator.walk_modules():
+    missing = []
+    for module in public_modules():
         assert module.__name__ in ids, f"add '::: {module.__name__}' to a page of docs/api/"
-        for name in generator.public_names(module):
+        for name in public_names(module):
             value = getattr(module, name)
             if isinstance(value, types.ModuleType):
                 continue
