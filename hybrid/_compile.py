@@ -9,7 +9,7 @@
         return loss
 
 The step is traced with every piece of state it touches virtualised (see
-:class:`hybrid.functional.CompileFrame`): parameter data, gradients, optimizer
+:class:`hybrid._functional.CompileFrame`): parameter data, gradients, optimizer
 states, BatchNorm statistics. Tracing runs until the set of touched state is
 stable; the state then becomes inputs and outputs of one jitted program whose
 updated buffers are donated. Each call gathers the current state, computes
@@ -24,9 +24,9 @@ from typing import Any, Callable
 
 import jax
 
-from . import _context, _lazy, compile_log, functional
+from . import _context, _functional, _lazy, compile_log
 from ._watch import watch
-from .cached_op import _TRACER_ERRORS, ArgSpec, signature
+from ._cached_op import _TRACER_ERRORS, ArgSpec, signature
 from .graph import precision
 from .errors import CompileError
 
@@ -110,10 +110,10 @@ class CompiledStep:
         name = getattr(self._fn, "__name__", "step")
 
         def traced(cell_values, input_values, host_values):
-            frame = functional.CompileFrame(dict(zip(cell_keys, cell_values)), dict(zip(host_keys, host_values)))
+            frame = _functional.CompileFrame(dict(zip(cell_keys, cell_values)), dict(zip(host_keys, host_values)))
             try:
                 call_args, call_kwargs = spec.rebuild(input_values)
-                with functional.activate_compile_frame(frame):
+                with _functional.activate_compile_frame(frame):
                     out = self._fn(*call_args, **call_kwargs)
             except _TRACER_ERRORS as exc:
                 raise CompileError(

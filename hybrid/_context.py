@@ -5,7 +5,7 @@ read and written, where gradients go and where random keys come from:
 
 - ``training``: layers behave as in training (dropout on, batch statistics);
 - ``tape``: the :class:`hybrid._lazy.Tape` recording operations (inside ``autograd.record()``), or None;
-- ``frame``: the :class:`hybrid.functional.Frame` of a functional run (a hybridize trace, a
+- ``frame``: the :class:`hybrid._functional.Frame` of a functional run (a hybridize trace, a
   ``value_and_grad``, a ``hybrid.compile`` step), or None when parameters hold their own values;
 - ``eager_only``: hybridized blocks run their Python forward (used by ``Block.summary``).
 

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import jax
 
 from . import _lazy, autograd, compile_log
-from .cached_op import LIVE_CACHES, CompiledForward, trace_block
+from ._cached_op import LIVE_CACHES, CompiledForward, trace_block
 from ._compile import LIVE_STEPS
 from .graph._lower import lower
 from .graph.memory import MemoryPlan, plan_memory, training_graph

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _context, _lazy, functional
+from . import _context, _functional, _lazy
 from .errors import ShapeError
 
 __all__ = ["state_of", "apply_state", "load_state", "save_state_file", "load_state_file"]
@@ -91,7 +91,7 @@ def apply_state(net: Any, state: Mapping, inputs: tuple, kwargs: dict, training:
     _check_shapes(net, "apply", state, params, check_dtypes=False)
     values = {param: state[name] for name, param in params.items()}
     with _context.scope(training=bool(training)), \
-            functional.frame(values, key=key, frame_type=functional.ApplyFrame) as frame:
+            _functional.frame(values, key=key, frame_type=_functional.ApplyFrame) as frame:
         frame.set_attributes({slot: state[name] for name, slot in attributes.items()})
         try:
             out = net(*inputs, **kwargs)
@@ -114,7 +114,7 @@ def load_state(net: Any, state: Mapping) -> None:
     _check_shapes(net, "load_state", state, params, check_dtypes=False)
     leaves = jax.tree_util.tree_leaves(dict(state))
     if any(isinstance(leaf, jax.core.Tracer) and not isinstance(leaf, _lazy.LazyArray) for leaf in leaves):
-        raise functional.refusal(f"{_where(net, 'load_state')} would store the state's tracers in the network")
+        raise _functional.refusal(f"{_where(net, 'load_state')} would store the state's tracers in the network")
     arrays = {name: jnp.asarray(state[name], params[name].dtype) for name in params}
     for name, param in params.items():
         param._assign(arrays[name])

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from . import _context, _lazy, functional
+from . import _context, _functional, _lazy
 from .errors import AutogradError
 from .parameter import Parameter, unique_params
 
@@ -187,7 +187,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
                 "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
         return  # nothing trainable was recorded: no gradient to write
-    frame = functional.compile_frame()
+    frame = _functional.compile_frame()
     wrt = list(map(param_slots.__getitem__, params))
     if frame is None and all(p._grad_req == "write" for p in params):
         # the common case, without a Python call per parameter: the step's program returns the
@@ -270,7 +270,7 @@ def value_and_grad(fn: Callable, params: Any, train_mode: bool = True) -> Callab
         updated: list[Parameter] = []
 
         def pure(vals):
-            with functional.frame(dict(zip(unique, vals))) as fr, _context.scope(training=train_mode):
+            with _functional.frame(dict(zip(unique, vals))) as fr, _context.scope(training=train_mode):
                 out = fn(*args, **kwargs)
             updated[:] = list(fr.updates)
             if not (hasattr(out, "shape") and out.shape == ()):
@@ -283,7 +283,7 @@ def value_and_grad(fn: Callable, params: Any, train_mode: bool = True) -> Callab
         for param, state in zip(updated, new_states):
             param.set_data(state)
         by_param = dict(zip(unique, grads))
-        frame = functional.compile_frame()
+        frame = _functional.compile_frame()
         for param, g in by_param.items():
             param._accumulate_grad(g, frame)
         if names is None:
@@ -296,7 +296,7 @@ def value_and_grad(fn: Callable, params: Any, train_mode: bool = True) -> Callab
 def _infer_deferred(fn: Callable, args: Sequence, kwargs: dict) -> None:
     """Run ``fn`` abstractly once so that deferred parameters get their shapes and data."""
     def run():
-        with functional.frame({}):
+        with _functional.frame({}):
             return fn(*args, **kwargs)
     with _context.scope(recording=False, tape=None):
         jax.eval_shape(run)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _context, _lazy, autograd, cached_op, functional
+from . import _cached_op, _context, _functional, _lazy, autograd
 from . import _state
 from . import init as _init
 from ._watch import Watched
@@ -296,7 +296,7 @@ class Block(Watched, metaclass=_BlockMeta):
             frame = _context.current().frame
             if frame is not None:
                 frame.assign_attribute(self, name, value)
-            elif functional.holds_tracers(value):
+            elif _functional.holds_tracers(value):
                 raise HybridizeError(
                     f"{type(self).__name__}.{name}: cannot keep a traced value (assigned inside a JAX "
                     "transformation) as an attribute; return it from forward instead")
@@ -542,7 +542,7 @@ class Block(Watched, metaclass=_BlockMeta):
         if ctx.frame is not None:
             return ctx.frame.call_block(self, args, kwargs)
         if _lazy.under_transform():  # jax.jit(lambda x: net(x)): nothing may write state
-            with functional.frame({}, frame_type=functional.TransformFrame) as frame:
+            with _functional.frame({}, frame_type=_functional.TransformFrame) as frame:
                 return frame.call_block(self, args, kwargs)
         if not ctx.eager_only and (self._active or self._runs_compiled()):
             return self._compiled_op()((args, kwargs))
@@ -568,8 +568,8 @@ class Block(Watched, metaclass=_BlockMeta):
 
     def _located_error(self, exc: Exception, is_root: bool) -> Exception:
         frame = _context.current().frame
-        if frame is not None and frame.inline_hybridized and isinstance(exc, cached_op._TRACER_ERRORS):
-            exc = cached_op.control_flow_error(self, exc)
+        if frame is not None and frame.inline_hybridized and isinstance(exc, _cached_op._TRACER_ERRORS):
+            exc = _cached_op.control_flow_error(self, exc)
         if getattr(exc, "_hybrid_block", None) is None:
             try:
                 exc._hybrid_block = self
@@ -605,7 +605,7 @@ class Block(Watched, metaclass=_BlockMeta):
             f"parameters {unknown} have unknown shapes and {type(self).__name__} does not implement "
             "infer_shape(); give the shapes explicitly")
 
-    def _get_cached_op(self) -> cached_op.CachedOp:
+    def _get_cached_op(self) -> _cached_op.CachedOp:
         raise HybridizeError(f"{type(self).__name__} is a plain Block and cannot be hybridized")
 
     def _runs_compiled(self) -> bool:
@@ -753,10 +753,10 @@ class HybridBlock(Block):
         from .export.symbol_json import export_block
         return export_block(self, path, epoch)
 
-    def _get_cached_op(self) -> cached_op.CachedOp:
+    def _get_cached_op(self) -> _cached_op.CachedOp:
         op = self._cached_op
         if op is None:
-            op = cached_op.CachedOp(self, self._passes, getattr(self, "_remat", None))
+            op = _cached_op.CachedOp(self, self._passes, getattr(self, "_remat", None))
             object.__setattr__(self, "_cached_op", op)
         return op
 
@@ -767,13 +767,13 @@ class HybridBlock(Block):
             return False
         return all(child._runs_compiled() for child in self._children.values())
 
-    def _compiled_op(self) -> cached_op.CachedOp:
+    def _compiled_op(self) -> _cached_op.CachedOp:
         """The compiled calls of this block: the hybridized ones, else un-optimised ones."""
         if self._active:
             return self._get_cached_op()
         op = self.__dict__.get("_recorded_op")
         if op is None:
-            op = cached_op.CachedOp(self, (), None)
+            op = _cached_op.CachedOp(self, (), None)
             object.__setattr__(self, "_recorded_op", op)
         return op
 

@@ -50,7 +50,7 @@ def recompile_limit() -> int:
 
 
 def describe(parts: Iterable) -> str:
-    """A call signature (``cached_op.signature``'s parts) as text: ``float32[32,64], 'static'``."""
+    """A call signature (``_cached_op.signature``'s parts) as text: ``float32[32,64], 'static'``."""
     out = []
     for part in parts:
         if len(part) == 2:

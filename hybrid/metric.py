@@ -17,7 +17,7 @@ import jax
 import numpy as np
 from jax.experimental import io_callback
 
-from . import _lazy, functional
+from . import _functional, _lazy
 
 __all__ = ["EvalMetric", "Accuracy", "TopKAccuracy", "F1", "MAE", "MSE", "RMSE", "CrossEntropy", "Perplexity",
            "Loss", "CompositeEvalMetric", "CustomMetric", "create", "register"]
@@ -58,7 +58,7 @@ def _host_update(update: Callable) -> Callable:
     metric with ``_defers`` holds device arrays instead of waiting for them."""
     @functools.wraps(update)
     def wrapped(self, labels, preds):
-        if functional.compile_frame() is not None:
+        if _functional.compile_frame() is not None:
             io_callback(functools.partial(update, self), None, labels, preds, ordered=True)
         elif not (self._defers and self._hold(labels, preds)):
             update(self, labels, preds)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _context, _lazy, functional
+from . import _context, _functional, _lazy
 from . import init as _init
 from ._state_lock import state_lock
 from ._watch import Watched
@@ -184,7 +184,7 @@ class Parameter(Watched):
 
     def _init_now(self, initializer: _init.Initializer) -> None:
         device = getattr(self, "_device", None)
-        with functional.no_frame(), jax.ensure_compile_time_eval():
+        with _functional.no_frame(), jax.ensure_compile_time_eval():
             data = initializer(self._shape, self._dtype)
             if tuple(data.shape) != self._shape:
                 raise ShapeError(f"initializer {initializer!r} returned shape {tuple(data.shape)} for "
@@ -263,7 +263,7 @@ class Parameter(Watched):
             value._tape.write(("data", self), self._data, self._set_computed, replaces=old)
             return
         if isinstance(value, jax.core.Tracer):
-            raise functional.refusal(f"Parameter {self._name!r}.set_data would store a traced value")
+            raise _functional.refusal(f"Parameter {self._name!r}.set_data would store a traced value")
         array = jnp.asarray(value, dtype=self._dtype)
         self._check_shape(array.shape)
         self.shape = tuple(array.shape)
@@ -330,7 +330,7 @@ class Parameter(Watched):
             raise RuntimeError(f"Parameter {self._name!r} has grad_req='null' and no gradient")
         if self._data is None:
             self.data()  # raises the right uninitialised error
-        frame = functional.compile_frame()
+        frame = _functional.compile_frame()
         if frame is not None:
             return frame.read(("grad", self), self._stored_grad)
         if self._grad_dropped:
@@ -341,7 +341,7 @@ class Parameter(Watched):
 
     def _stored_grad(self) -> jax.Array:
         if self._grad is None:
-            with functional.no_frame(), jax.ensure_compile_time_eval():
+            with _functional.no_frame(), jax.ensure_compile_time_eval():
                 self._grad = jnp.zeros(self._data.shape, self._data.dtype)
         return self._grad
 
@@ -352,7 +352,7 @@ class Parameter(Watched):
     def zero_grad(self) -> None:
         """Set the gradient to zeros (needed between steps when ``grad_req='add'``)."""
         if self._grad_req != "null" and self._data is not None:
-            frame = functional.compile_frame()
+            frame = _functional.compile_frame()
             if frame is not None:
                 frame.write(("grad", self), self._stored_grad, self._set_grad, jnp.zeros_like(self.data()))
                 return
@@ -381,13 +381,13 @@ class Parameter(Watched):
 
     def _is_fresh(self) -> bool:
         """Whether backward wrote the gradient since the last optimizer step (trace-aware)."""
-        frame = functional.compile_frame()
+        frame = _functional.compile_frame()
         if frame is not None:
             return frame.fresh.get(self, self._grad_fresh)
         return self._grad_fresh
 
     def _mark_consumed(self) -> None:
-        frame = functional.compile_frame()
+        frame = _functional.compile_frame()
         if frame is not None:
             frame.fresh[self] = False
         else:

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _compat, _lazy, functional
+from . import _compat, _functional, _lazy
 from . import optimizer as _opt
 from . import serialization
 from .distributed.mesh import make_mesh
@@ -158,7 +158,7 @@ class Trainer:
         if batch_size <= 0:
             raise ValueError(f"Trainer.step: batch_size must be positive, got {batch_size}")
         trainable = self._trainable()
-        frame = functional.compile_frame()
+        frame = _functional.compile_frame()
         if frame is None and all(map(_FRESH, trainable)):
             active = trainable
         else:
@@ -288,7 +288,7 @@ class Trainer:
         self._optimizer.num_update += 1
         return np.float32(self._optimizer.learning_rate)
 
-    def _update_in_trace(self, frame: functional.CompileFrame, program: Callable, active: list[Parameter],
+    def _update_in_trace(self, frame: _functional.CompileFrame, program: Callable, active: list[Parameter],
                          rescale: np.float32) -> None:
         """The update inside a whole-step trace: states are cells, the learning rate a host input."""
         lr = frame.host_input(("lr", self), self._next_learning_rate, (), np.float32)
@@ -308,7 +308,7 @@ class Trainer:
         missing = [p for p in params if p not in self._states]
         if len(missing) > 1 and self._placement is None:
             create = self._optimizer.create_state_multi_precision
-            with functional.no_frame():
+            with _functional.no_frame():
                 created = jax.jit(lambda weights: [create(w) for w in weights])([p._data for p in missing])
             self._states.update(zip(missing, created))
         return [self._states.get(p) or self._state(p) for p in params]
@@ -316,7 +316,7 @@ class Trainer:
     def _state(self, param: Parameter) -> tuple:
         state = self._states.get(param)
         if state is None:
-            with functional.no_frame(), jax.ensure_compile_time_eval():
+            with _functional.no_frame(), jax.ensure_compile_time_eval():
                 state = self._optimizer.create_state_multi_precision(param._data)
                 if self._placement is not None:
                     state = self._placement.place_state(param, state)

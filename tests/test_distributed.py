@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, PartitionSpec as P
 
-from hybrid import autograd, distributed, functional, nn, utils
+from hybrid import _functional, autograd, distributed, nn, utils
 
 from conftest import assert_close
 
@@ -192,7 +192,7 @@ def test_place_parameters_for_inference_without_a_trainer(rng):
 def per_device_batch_norm(bn, chunks):
     """Run ``bn`` in training mode on each chunk under vmap with the named axis 'data'."""
     def local(xc):
-        with functional.frame({}) as frame:
+        with _functional.frame({}) as frame:
             y = bn(xc)
         return y, frame.updates[bn.running_mean], frame.updates[bn.running_var]
     with autograd.train_mode():

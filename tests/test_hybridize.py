@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import Block, HybridBlock, Parameter, autograd, cached_op, init, nn
+from hybrid import Block, HybridBlock, Parameter, _cached_op, autograd, init, nn
 from hybrid.errors import HybridizeError
 
 from conftest import assert_close
@@ -14,12 +14,12 @@ from helpers import clone_params, run_with_grads
 class CountTraces:
     def __init__(self, monkeypatch):
         self.count = 0
-        original = cached_op.trace_block
+        original = _cached_op.trace_block
 
         def counting(*args, **kwargs):
             self.count += 1
             return original(*args, **kwargs)
-        monkeypatch.setattr(cached_op, "trace_block", counting)
+        monkeypatch.setattr(_cached_op, "trace_block", counting)
 
 
 class Residual(HybridBlock):

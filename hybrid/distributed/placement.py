@@ -9,7 +9,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .. import _lazy, functional
+from .. import _functional, _lazy
 from ..parameter import Parameter
 from .mesh import DATA_AXIS
 
@@ -117,7 +117,7 @@ class Placement:
         if not self._pending:
             return
         waiting = []
-        with functional.no_frame(), jax.ensure_compile_time_eval():  # also inside a hybrid.compile trace
+        with _functional.no_frame(), jax.ensure_compile_time_eval():  # also inside a hybrid.compile trace
             for param, name in self._pending:
                 if param._data is None:
                     waiting.append((param, name))

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from .. import autograd, functional
+from .. import _functional, autograd
 from ..serialization import FormatError, atomic_write, read_limited
 from .jsonfile import sha256_hex
 
@@ -42,7 +42,7 @@ def export_deployment(block: Any, path: str | os.PathLike, *example_inputs: Any,
     values = {p: p._data for p in params}
 
     def forward(*inputs: Any) -> Any:
-        with functional.frame(values, frame_type=functional.TraceFrame):
+        with _functional.frame(values, frame_type=_functional.TraceFrame):
             return block(*inputs)
 
     batch = jax.export.symbolic_shape("b") if dynamic_batch else None

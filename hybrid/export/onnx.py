@@ -20,7 +20,7 @@ from jax import lax
 from jax.extend import core as jcore
 
 from .. import _lazy, autograd
-from ..cached_op import data_input_names
+from .._cached_op import data_input_names
 from ..serialization import atomic_write
 from .errors import ExportError
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import autograd, functional
+from .. import _functional, autograd
 from .. import random as _random
 from ..block import HybridBlock
 from ..errors import ShapeError
@@ -35,7 +35,7 @@ def draw_rng() -> tuple[Any, Any]:
     """``(key, counter)`` for a graph's ``rng_key``/``rng_counter`` inputs: from the global stream as a
     top-level CachedOp call draws them (so an imported graph draws the same dropout masks as the
     original hybridized block), or derived from the key of the enclosing trace."""
-    frame = functional.current()
+    frame = _functional.current()
     if frame is None or (frame.key is None and not frame.inline_hybridized and not frame.whole_step):
         return _random.base_key(), _random.next_counter()
     return frame.next_key(), np.uint32(0)

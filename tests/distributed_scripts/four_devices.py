@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import hybrid  # noqa: E402
-from hybrid import autograd, distributed, functional, nn, utils  # noqa: E402
+from hybrid import _functional, autograd, distributed, nn, utils  # noqa: E402
 from workload import (BATCH, FEATURES, batches, build_net, make_trainer, numpy_batch_norm, params_of,  # noqa: E402
                       train)
 
@@ -101,7 +101,7 @@ def check_sync_batchnorm_in_shard_map():
     bn.beta.set_data(beta)
 
     def local(xc):
-        with functional.frame({}) as frame:
+        with _functional.frame({}) as frame:
             y = bn(xc)
         return y, frame.updates[bn.running_mean], frame.updates[bn.running_var]
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from . import _context, _lazy, compile_log, functional
+from . import _context, _functional, _lazy, compile_log
 from . import random as _random
 from ._state_lock import state_lock
 from ._watch import watch
@@ -104,7 +104,7 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
 
     def fn(param_values, input_values, rng):
         saved = [getattr(b, name) for b, name in attr_inputs]
-        with functional.frame(dict(zip(params, param_values)), key=rng, frame_type=functional.TraceFrame) as fr:
+        with _functional.frame(dict(zip(params, param_values)), key=rng, frame_type=_functional.TraceFrame) as fr:
             try:
                 for (b, name), value in zip(attr_inputs, input_values[n_arrays:]):
                     object.__setattr__(b, name, value)
@@ -430,7 +430,7 @@ class CachedOp:
         entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
-    def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: functional.Frame) -> Any:
+    def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: _functional.Frame) -> Any:
         rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
         outputs, states = entry.infer_in_frame([p.data() for p in entry.params], entry.with_attributes(arrays), rng)
         entry.write_states(states, Parameter.set_data)
