@@ -45,7 +45,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-if __name__ == "__main__" and "--worker" in sys.argv:  # pinned before anything imports jax (see pin_cpus)
+if __name__ == "__main__" and ("--worker" in sys.argv or "--torch-worker" in sys.argv):  # pinned before anything imports jax (see pin_cpus)
     from benchmarks.suite.worker import pin_cpus
     pin_cpus()
 
@@ -214,6 +214,95 @@ def _hybrid_grads(model: str, batch: int) -> dict[str, np.ndarray]:
     return {n: np.asarray(p.grad()) for n, p in net.collect_params().items() if p.grad_req != "null"}
 
 
+def conv_layers(model: str) -> list[tuple[tuple[int, int, int, int, int], int]]:
+    """The distinct convolutions of ``model`` as ``((c_in, size, c_out, kernel, stride), count)``, in order;
+    ``size`` is the input's height and width. The first one needs no input gradient in training."""
+    if model == "cnn":
+        chans = (3,) + spec.CNN_CHANNELS
+        shapes = [(chans[i], 32 >> i, chans[i + 1], 3, 1) for i in range(len(spec.CNN_CHANNELS))]
+    else:
+        shapes, size = [(3, 32, 64, 3, 1)], 32
+        for _, c_in, c_out, stride in spec.resnet_blocks():
+            shapes += [(c_in, size, c_out, 3, stride), (c_out, size // stride, c_out, 3, 1)]
+            if spec.has_downsample(c_in, c_out, stride):
+                shapes.append((c_in, size, c_out, 1, stride))
+            size //= stride
+    return list(collections.Counter(shapes).items())
+
+
+def _best_per_call(fn, reps: int) -> float:
+    """Seconds per call: the median of ``reps`` samples of enough back-to-back calls to last 20 ms."""
+    fn()
+    start = time.perf_counter()
+    fn()
+    n = max(1, round(0.02 / max(time.perf_counter() - start, 1e-6)))
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - start) / n)
+    return statistics.median(samples)
+
+
+def jax_conv_times(model: str, batch: int, reps: int) -> dict[str, list[float]]:
+    """Per distinct convolution of ``model`` (NHWC, as XLA runs hybrid's): seconds of the forward pass and
+    of a training step's work (the output, the input and weight gradients; no input gradient for the first
+    layer)."""
+    import jax
+    from jax import lax
+    rng = np.random.default_rng(0)
+    out = {}
+    for i, ((c_in, size, c_out, k, stride), _) in enumerate(conv_layers(model)):
+        x = jax.numpy.asarray(rng.standard_normal((batch, size, size, c_in), dtype=np.float32))
+        w = jax.numpy.asarray(rng.standard_normal((k, k, c_in, c_out), dtype=np.float32))
+
+        def conv(x, w, stride=stride, pad=k // 2):
+            return lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2,
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+        dy = jax.numpy.ones(jax.eval_shape(conv, x, w).shape, np.float32)
+        forward = jax.jit(conv)
+        def both(x, w, dy, conv=conv, first=i == 0):
+            y, pullback = jax.vjp(conv, x, w)
+            return (y,) + pullback(dy)[1 if first else 0:]
+
+        both = jax.jit(both)
+        out[str(i)] = [_best_per_call(lambda: forward(x, w).block_until_ready(), reps),
+                       _best_per_call(lambda: jax.block_until_ready(both(x, w, dy)), reps)]
+    return out
+
+
+def torch_conv_times(model: str, batch: int, reps: int) -> dict[str, list[float]]:
+    """The same as :func:`jax_conv_times` in PyTorch (NCHW, its CPU convolutions: oneDNN)."""
+    import torch
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+    out = {}
+    for i, ((c_in, size, c_out, k, stride), _) in enumerate(conv_layers(model)):
+        x = torch.randn(batch, c_in, size, size, requires_grad=i > 0)
+        w = torch.randn(c_out, c_in, k, k, requires_grad=True)
+
+        def forward(x=x, w=w, stride=stride, pad=k // 2):
+            with torch.no_grad():
+                return torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+
+        dy = torch.ones_like(forward())
+
+        def both(x=x, w=w, stride=stride, pad=k // 2, dy=dy):
+            x.grad = w.grad = None
+            torch.nn.functional.conv2d(x, w, stride=stride, padding=pad).backward(dy)
+
+        out[str(i)] = [_best_per_call(forward, reps), _best_per_call(both, reps)]
+    return out
+
+
+class TorchWorker:
+    """Times PyTorch's convolutions (``--torch-worker``)."""
+
+    def convs(self, model: str, batch: int, reps: int) -> dict:
+        return torch_conv_times(model, batch, reps)
+
+
 class FlagsWorker:
     """Holds the three variants of one model in a process started with one setting's XLA_FLAGS."""
 
@@ -265,6 +354,9 @@ class FlagsWorker:
             fn()
         return {"seconds": (time.perf_counter() - start) / n}
 
+    def convs(self, model: str, batch: int, reps: int) -> dict:
+        return jax_conv_times(model, batch, reps)
+
     def profile(self, variant: str, mode: str, n: int, trace_dir: str) -> dict:
         """XLA's run time per kind of operation over ``n`` calls (thunk events of XLA's CPU threads)."""
         import jax
@@ -298,11 +390,11 @@ class FlagsWorker:
                             for (module, op), v in per_op.most_common(6)]}
 
 
-def worker_main() -> None:
+def worker_main(torch_worker: bool = False) -> None:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    worker = FlagsWorker(os.environ["BENCH_DUMP_DIR"])
+    worker = TorchWorker() if torch_worker else FlagsWorker(os.environ["BENCH_DUMP_DIR"])
     for line in sys.stdin:
         request = json.loads(line)
         command = request.pop("cmd")
@@ -321,15 +413,16 @@ def worker_main() -> None:
 class FlagsProcess(WorkerProcess):
     """A worker process started with ``flags`` in XLA_FLAGS (plus HLO dumping into ``dump_dir``)."""
 
-    def __init__(self, setting: str, flags: str, dump_dir: str, cpus: int):
+    def __init__(self, setting: str, flags: str | None, dump_dir: str, cpus: int):
         self.framework = setting
         self.log = tempfile.TemporaryFile(mode="w+")
         dump = "--xla_dump_to=%s --xla_dump_hlo_as_text" % dump_dir
         env = dict(os.environ, PYTHONPATH=str(ROOT), HYBRID_BENCH_CPUS=str(cpus), BENCH_DUMP_DIR=dump_dir,
-                   XLA_FLAGS=(flags + " " + dump).strip())
+                   XLA_FLAGS=((flags or "") + " " + dump).strip())
         if cpus > 0:
             env.update({name: str(cpus) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"], cwd=ROOT,
+        mode = "--torch-worker" if flags is None else "--worker"
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), mode], cwd=ROOT,
                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True)
 
@@ -342,14 +435,29 @@ def max_rel_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def compare(checks: str, reference: str) -> dict[str, float]:
-    """Per variant: the largest relative difference of its logits, losses and gradients from the reference's."""
+    """Per variant, the largest relative difference (per array) from the reference run of: the logits before
+    training (``logits``), the losses of the first steps and the logits after them (``trained``), and the
+    gradients at the initial parameters (``grads``)."""
+    names = {"logits": "logits", "losses": "trained", "logits_trained": "trained", "grad": "grads"}
+    out = collections.defaultdict(float)
     with np.load(checks) as got, np.load(reference) as ref:
-        out = collections.defaultdict(float)
         for key in ref.files:
             variant, what = key.split("/")[:2]
-            what = "grads" if what == "grad" else "out"
-            out[variant + " " + what] = max(out[variant + " " + what], max_rel_diff(got[key], ref[key]))
+            column = "%s %s" % (variant, names[what])
+            out[column] = max(out[column], max_rel_diff(got[key], ref[key]))
     return dict(out)
+
+
+def rounding_reference(model: str, checks: str) -> dict[str, float]:
+    """How far float32 rounding alone moves the results: hybrid against hand-written JAX in one run (the
+    same model computed in a different order), in :func:`compare`'s columns."""
+    with np.load(checks) as run:
+        grads = max(max_rel_diff(spec.channels_last(model, key.split("/", 2)[2], run[key]),
+                                 run[key.replace("gluon_loop/", "limit/", 1)])
+                    for key in run.files if key.startswith("gluon_loop/grad/"))
+        return {"gluon_loop logits": max_rel_diff(run["gluon_loop/logits"], run["limit/logits"]),
+                "gluon_loop trained": max_rel_diff(run["gluon_loop/losses"], run["limit/losses"]),
+                "gluon_loop grads": grads}
 
 
 def _spread(values: list[float]) -> float:
@@ -389,6 +497,7 @@ def measure(model: str, batch: int, settings: list[str], args, tmp: str) -> str:
                     reply = workers[setting].ask("time", variant=cell[0], mode=cell[1], n=inner[cell])
                     samples[(setting, cell)].append(reply.get("seconds", float("nan")))
             print("  %s round %d/%d done, load %.2f" % (model, r + 1, args.rounds, os.getloadavg()[0]), flush=True)
+        convs = conv_comparison(model, batch, workers, args, tmp)
         profiles = {}
         for setting in args.profile:
             if setting in workers:
@@ -400,7 +509,45 @@ def measure(model: str, batch: int, settings: list[str], args, tmp: str) -> str:
         for worker in workers.values():
             worker.close()
     lines += report(model, live, builds, samples, inner, profiles, tmp, args.rounds)
-    return "\n".join(lines)
+    return "\n".join(lines + convs)
+
+
+def conv_comparison(model: str, batch: int, workers: dict, args, tmp: str) -> list[str]:
+    """Interleaved rounds timing the model's convolutions alone in the ``--conv-settings`` workers and in
+    PyTorch (when installed); the table as lines."""
+    import importlib.util
+    procs = {s: workers[s] for s in args.conv_settings if s in workers}
+    torch_proc = None
+    if importlib.util.find_spec("torch") is not None:
+        torch_proc = procs["pytorch"] = FlagsProcess("pytorch", None, os.path.join(tmp, "torch"), args.cpus)
+    try:
+        names, samples = list(procs), collections.defaultdict(list)
+        for r in range(args.conv_rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                reply = procs[name].ask("convs", model=model, batch=batch, reps=3)
+                if reply.get("status") == "error":
+                    return ["", "convolutions alone: %s failed: %s" % (name, reply["reason"])]
+                for layer, times in reply.items():
+                    samples[(name, layer)].append(times)
+    finally:
+        if torch_proc is not None:
+            torch_proc.close()
+    rows, totals = [], collections.defaultdict(float)
+    for i, ((c_in, size, c_out, k, stride), count) in enumerate(conv_layers(model)):
+        row = {"convolution": "%d->%d %dx%d/%d at %dx%d" % (c_in, c_out, k, k, stride, size, size), "n": count}
+        for name in names:
+            fwd, both = (statistics.median(t[j] for t in samples[(name, str(i))]) * 1e3 for j in (0, 1))
+            row["fwd " + name], row["fwd+bwd " + name] = "%.2f" % fwd, "%.2f" % both
+            totals["fwd " + name] += count * fwd
+            totals["fwd+bwd " + name] += count * both
+        rows.append(row)
+    rows.append(dict({"convolution": "all, weighted by n"}, **{k: "%.1f" % v for k, v in totals.items()}))
+    columns = [("convolution", "convolution"), ("n", "n")] + [(w + " " + n, w + " " + n) for w in ("fwd", "fwd+bwd")
+                                                             for n in names]
+    return ["", "convolutions alone, ms per call (median of %d interleaved rounds; NHWC in XLA, NCHW in PyTorch, "
+            "%s thread(s); fwd+bwd: the output and the input and weight gradients, no input gradient for the "
+            "first layer)"
+            % (args.conv_rounds, args.cpus or "all"), table(rows, columns)]
 
 
 def report(model, live, builds, samples, inner, profiles, tmp, rounds) -> list[str]:
@@ -417,6 +564,9 @@ def report(model, live, builds, samples, inner, profiles, tmp, rounds) -> list[s
         ratio_rows.append(ratio_row)
         diffs = compare(os.path.join(tmp, "%s-%s.npz" % (model, setting)), os.path.join(tmp, "%s-none.npz" % model))
         check_rows.append(dict({"setting": setting}, **{k: "%.0e" % v for k, v in diffs.items()}))
+        if setting == "none":
+            reference = rounding_reference(model, os.path.join(tmp, "%s-none.npz" % model))
+            check_rows.append(dict({"setting": "(hybrid vs limit)"}, **{k: "%.0e" % v for k, v in reference.items()}))
         hlo = {v: builds[setting]["variants"][v]["hlo"] for v in VARIANTS}
         same = [v for v in VARIANTS if hlo[v]["digest"] == builds["none"]["variants"][v]["hlo"]["digest"]]
         code_rows.append({"setting": setting, "same code as none": ", ".join(same) or "none of them",
@@ -427,8 +577,10 @@ def report(model, live, builds, samples, inner, profiles, tmp, rounds) -> list[s
     out = ["median ms per call over %d interleaved rounds (± interquartile range / median); calls per sample: %s"
            % (rounds, calls), table(ms_rows, columns), "",
            "ratio to the no-flag run: median of the per-round ratios [lowest-highest]", table(ratio_rows, columns), "",
-           "numerics: largest |difference| / largest |value| against the no-flag run (out: logits before and after "
-           "%d steps, the %d losses; grads: at the initial parameters)" % (LOSS_STEPS, LOSS_STEPS),
+           "numerics: largest |difference| / largest |value| of an array against the no-flag run (logits: before "
+           "training; trained: the losses of %d steps and the logits after them; grads: at the initial parameters); "
+           "'(hybrid vs limit)': the no-flag run's hybrid against its hand-written JAX, i.e. what float32 rounding "
+           "alone does" % LOSS_STEPS,
            table(check_rows, [("setting", "setting")] + [(k, k) for k in check_rows[0] if k != "setting"]), "",
            "generated code: optimised HLO of each variant's programs; convolutions (conv) and matrix products (dot) "
            "by library that runs them (ynn = YNNPACK, xla = XLA's own emitter), other library fusions",
@@ -448,6 +600,7 @@ def report(model, live, builds, samples, inner, profiles, tmp, rounds) -> list[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--models", nargs="+", choices=["cnn", "resnet18"], default=["cnn", "resnet18"])
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),
                         help="settings to compare ('none' is always added)")
@@ -459,10 +612,14 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=1, help="CPUs per worker (default 1; 0: unpinned)")
     parser.add_argument("--profile", nargs="*", default=["none"], help="settings to profile (default: none)")
     parser.add_argument("--profile-calls", type=int, default=5)
+    parser.add_argument("--conv-settings", nargs="*", default=["none", "ynn_off"],
+                        help="settings whose convolutions are also timed alone, next to PyTorch's (default: none "
+                             "ynn_off)")
+    parser.add_argument("--conv-rounds", type=int, default=3)
     parser.add_argument("--out", help="also write the report to this file")
     args = parser.parse_args()
-    if args.worker:
-        return worker_main()
+    if args.worker or args.torch_worker:
+        return worker_main(args.torch_worker)
     batches = dict(spec.DEFAULT_BATCH)
     for item in args.batch:
         name, _, value = item.partition("=")
