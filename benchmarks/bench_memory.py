@@ -275,7 +275,8 @@ def donation_section() -> list[dict]:
     with autograd.record():
         out = loss_fn(net(x), y)
     autograd.backward(out)
-    (update,) = trainer._programs.values()
+    (programs,) = trainer._programs.values()
+    update = programs[0]  # the variant donating the weights and the states
     params = trainer._trainable()
     lowered = update.lower([p.data() for p in params], [p.grad() for p in params],
                            [trainer._states[p] for p in params], np.float32(0.01), np.float32(1 / 256))
