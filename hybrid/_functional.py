@@ -44,7 +44,10 @@ class Frame:
         self.updates: dict = {}
         self.accessed: dict = {}
         self.missing: dict = {}
-        self.key = key
+        # (base key, call counter), the inputs of a compiled program: derived here, before any layer
+        # runs, so that the derivation is no part of the first layer that draws a key (repeated
+        # layers then trace alike); unused, it is dead code
+        self.key = jax.random.fold_in(*key) if isinstance(key, tuple) and key else key
         self.key_count = 0
         self.parent = parent
 
@@ -93,8 +96,6 @@ class Frame:
                 return self.parent.next_key()
             from . import random as _random
             self.key = _random.next_key_eager()
-        elif isinstance(self.key, tuple):  # (base key, call counter) inputs of a compiled program
-            self.key = jax.random.fold_in(*self.key)
         self.key_count += 1
         return jax.random.fold_in(self.key, self.key_count)
 
