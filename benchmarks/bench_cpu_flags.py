@@ -19,10 +19,13 @@ JAX), each timed as a training step and as inference. Then, per model:
 3. timed rounds: in each, every setting gives one sample of every case, in an order rotated from round to
    round; the tables give the median per call, the spread (interquartile range over the median) and the
    ratio to the no-flag setting (median of the per-round ratios, with their range);
-4. the no-flag worker's steps are profiled (``jax.profiler``): the share of XLA's run time per kind of
-   operation.
+4. the model's convolutions are timed alone, forward and forward + backward, in the ``--conv-settings``
+   workers and in PyTorch (its CPU convolutions are oneDNN's), when PyTorch is installed;
+5. the no-flag worker's steps are profiled (``jax.profiler``): the share of XLA's run time per kind of
+   operation (thunk events, which overlap when XLA runs independent operations on several threads).
 
-Workers are pinned to one CPU by default (``--cpus``), as in ``benchmarks/run_suite.py``.
+Which settings crash, change the generated code, or change the numbers is printed with the times. Workers
+are pinned to one CPU by default (``--cpus``), as in ``benchmarks/run_suite.py``.
 """
 from __future__ import annotations
 
