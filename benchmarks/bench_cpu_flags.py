@@ -48,7 +48,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-if __name__ == "__main__" and ("--worker" in sys.argv or "--torch-worker" in sys.argv):  # pinned before anything imports jax (see pin_cpus)
+if __name__ == "__main__" and {"--worker", "--torch-worker"} & set(sys.argv):  # pinned before jax is imported
     from benchmarks.suite.worker import pin_cpus
     pin_cpus()
 
@@ -335,7 +335,8 @@ class FlagsWorker:
                 fn()
                 warm[mode] = time.perf_counter() - start
             self.files[variant] = sorted(self._dumped() - before)
-            reply["variants"][variant] = {"first_s": first_s, "warm_s": warm, "hlo": summarise_dump(self.files[variant])}
+            reply["variants"][variant] = {"first_s": first_s, "warm_s": warm,
+                                          "hlo": summarise_dump(self.files[variant])}
         for prefix, grads in (("gluon_loop", _hybrid_grads(model, batch)), ("limit", _limit_grads(model, batch))):
             arrays.update({"%s/grad/%s" % (prefix, n): g for n, g in grads.items()})
         np.savez(checks, **arrays)
