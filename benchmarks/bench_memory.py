@@ -97,9 +97,7 @@ REMAT_MODELS = {
                  "3x3 convolution, 1x1 projection shortcut), so at most 2 consecutive blocks are alike; a chain "
                  "needs 3"),
     "transformer": ("transformer encoder (8 TransformerBlocks, width 256, 4 heads, batch 16 x 128 tokens)",
-                    Encoder, (128, 256), 16, 8,
-                    "layer 0 differs from the others: its dropout also derives the call's random key from the "
-                    "step counter (one more random_fold_in node), so the chain starts at layer 1"),
+                    Encoder, (128, 256), 16, 8, ""),
 }
 
 
