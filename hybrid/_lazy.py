@@ -28,6 +28,7 @@ import jax
 import numpy as np
 from jax._src import core
 from jax._src import linear_util as lu
+from jax._src.interpreters import partial_eval as pe
 
 from . import compile_log
 from ._state_lock import state_lock
@@ -875,6 +876,18 @@ def under_transform() -> bool:
     or recorded by ``autograd.record()``."""
     trace = core.trace_ctx.trace
     return not isinstance(trace, (core.EvalTrace, LazyTrace))
+
+
+def staged_out() -> bool:
+    """Whether code runs inside a transformation that stages a program out (``jit`` and the loops and
+    control flow traced for it), directly or under other transformations (``jit(grad(f))``): constants
+    captured there are baked into the program."""
+    trace = core.trace_ctx.trace
+    while trace is not None:
+        if isinstance(trace, pe.DynamicJaxprTrace):
+            return True
+        trace = getattr(trace, "parent_trace", None)
+    return False
 
 
 def set_trace(trace: Any) -> None:

@@ -89,6 +89,17 @@ def _holds_arrays(value: Any) -> bool:
     return any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in jax.tree_util.tree_leaves(value))
 
 
+_BAKED_WARNED: "weakref.WeakSet[Block]" = weakref.WeakSet()
+
+
+def _baked_parameters_warning(block: "Block") -> None:
+    warnings.warn(
+        f"{type(block).__name__} is called inside jax.jit (or a loop or branch traced for it) without apply: its "
+        "parameters enter the compiled program as constants, so the jitted function keeps computing with the "
+        "values it was traced with after they change (trainer.step, load_parameters). Pass the state instead: "
+        "jax.jit(lambda state, x: net.apply(state, x)[0])(net.state(), x)", UserWarning, stacklevel=4)
+
+
 class HookHandle:
     """Returned by ``register_forward_(pre_)hook``; ``detach()`` removes the hook."""
 
@@ -542,6 +553,9 @@ class Block(Watched, metaclass=_BlockMeta):
         if ctx.frame is not None:
             return ctx.frame.call_block(self, args, kwargs)
         if _lazy.under_transform():  # jax.jit(lambda x: net(x)): nothing may write state
+            if _lazy.staged_out() and self not in _BAKED_WARNED:
+                _BAKED_WARNED.add(self)
+                _baked_parameters_warning(self)
             with _functional.frame({}, frame_type=_functional.TransformFrame) as frame:
                 return frame.call_block(self, args, kwargs)
         if not ctx.eager_only and (self._active or self._runs_compiled()):

@@ -3,6 +3,8 @@
 References are independent of hybrid's code paths: hand-written JAX math for gradients, the eager
 Gluon-style call for running statistics, and per-example calls for ``vmap``.
 """
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -279,3 +281,21 @@ def test_optax_loop_over_apply_matches_the_gluon_loop():
     jax_net.load_state(state)
     for name, value in gluon_net.state().items():
         np.testing.assert_allclose(jax_net.state()[name], value, rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+def test_a_jitted_closure_over_a_block_warns_that_its_parameters_are_constants(x):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jax.grad(lambda x: net(x).sum())(x)           # traced afresh at every call: nothing to warn about
+        jax.vmap(lambda row: net(row[None])[0])(x)
+        assert not caught
+        closure = jax.jit(lambda x: net(x))
+        before = closure(x)
+        jax.jit(lambda x: net(x) * 2)(x)
+        assert len(caught) == 1 and "as constants" in str(caught[0].message) and "apply" in str(caught[0].message)
+    net.weight.set_data(net.weight.data() + 1)         # what the warning is about: the closure kept the old weights
+    np.testing.assert_array_equal(closure(x), before)
+    pure = jax.jit(lambda state, x: net.apply(state, x)[0])
+    np.testing.assert_allclose(pure(net.state(), x), net(x), rtol=1e-6)
