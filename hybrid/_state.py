@@ -72,23 +72,19 @@ def _check_keys(net: Any, method: str, state: Mapping, params: dict, attributes:
                          f"unexpected {extra} (use the dict returned by state())")
 
 
-def _check_shapes(net: Any, method: str, state: Mapping, params: dict, check_dtypes: bool) -> None:
+def _check_shapes(net: Any, method: str, state: Mapping, params: dict) -> None:
     for name, param in params.items():
-        value = state[name]
-        shape = tuple(np.shape(value))
+        shape = tuple(np.shape(state[name]))
         if param.shape is not None and shape != tuple(param.shape):
             raise ShapeError(f"{_where(net, method)}: state[{name!r}] has shape {shape}, the parameter "
                              f"has {tuple(param.shape)}")
-        if check_dtypes and np.dtype(value.dtype) != np.dtype(param.dtype):
-            raise TypeError(f"{_where(net, method)}: state[{name!r}] has dtype {value.dtype}, the parameter "
-                            f"has {param.dtype}")
 
 
 def apply_state(net: Any, state: Mapping, inputs: tuple, kwargs: dict, training: bool, key: Any) -> tuple:
     """``net.apply(state, ...)``: see :meth:`hybrid.Block.apply`."""
     params, attributes = _slots(net)
     _check_keys(net, "apply", state, params, attributes)
-    _check_shapes(net, "apply", state, params, check_dtypes=False)
+    _check_shapes(net, "apply", state, params)
     values = {param: state[name] for name, param in params.items()}
     with _context.scope(training=bool(training)), \
             _functional.frame(values, key=key, frame_type=_functional.ApplyFrame) as frame:
@@ -111,7 +107,7 @@ def load_state(net: Any, state: Mapping) -> None:
     """``net.load_state(state)``: see :meth:`hybrid.Block.load_state`."""
     params, attributes = _slots(net)
     _check_keys(net, "load_state", state, params, attributes)
-    _check_shapes(net, "load_state", state, params, check_dtypes=False)
+    _check_shapes(net, "load_state", state, params)
     leaves = jax.tree_util.tree_leaves(dict(state))
     if any(isinstance(leaf, jax.core.Tracer) and not isinstance(leaf, _lazy.LazyArray) for leaf in leaves):
         raise _functional.refusal(f"{_where(net, 'load_state')} would store the state's tracers in the network")
