@@ -97,7 +97,8 @@ def _baked_parameters_warning(block: "Block") -> None:
         f"{type(block).__name__} is called inside jax.jit (or a loop or branch traced for it) without apply: its "
         "parameters enter the compiled program as constants, so the jitted function keeps computing with the "
         "values it was traced with after they change (trainer.step, load_parameters). Pass the state instead: "
-        "jax.jit(lambda state, x: net.apply(state, x)[0])(net.state(), x)", UserWarning, stacklevel=4)
+        "jax.jit(lambda state, x: net.apply(state, x)[0])(net.state(), x). (jax.eval_shape, which computes "
+        "only shapes, is not affected.)", UserWarning, stacklevel=4)
 
 
 class HookHandle:
