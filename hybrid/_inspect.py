@@ -39,12 +39,18 @@ class Inspection:
             handle.write(graph.to_dot())
 
 
-def inspect(block: Any, *inputs: Any, passes: str | Sequence[str] | None = None, training: bool = False) -> Inspection:
+def inspect(block: Any = None, *inputs: Any, passes: str | Sequence[str] | None = None,
+            training: bool = False) -> Inspection | list[CacheEntry]:
     """Trace ``block`` on ``inputs`` and run ``passes`` (default: the block's pipeline).
 
     ``training`` selects train-mode behaviour (dropout, batch statistics). Parameters
     with deferred shapes are initialised, as at a first call; nothing else changes.
+    Without a block, ``inspect()`` lists what the compile caches hold (:func:`compile_caches`).
     """
+    if block is None:
+        if inputs:
+            raise TypeError("hybrid.inspect: inputs were given without a block")
+        return compile_caches()
     chosen = resolve_passes(passes) if passes is not None else getattr(block, "_passes", resolve_passes(None))
     with autograd.pause(train_mode=training):
         traced = trace_block(block, (inputs, {}))

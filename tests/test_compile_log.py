@@ -116,8 +116,11 @@ def test_compile_caches_lists_signatures_and_forgets_changed_blocks():
     mine = [e for e in hybrid.compile_caches() if e.owner == f"HybridSequential {net.name!r}"]
     assert {(e.kind, e.signature) for e in mine} == {("hybridized block", "(float32[2,4])"),
                                                      ("hybridized block", "(float32[3,4]) training")}
+    assert [e for e in hybrid.inspect() if e.owner == f"HybridSequential {net.name!r}"] == mine  # the same listing
     net.add(nn.Dense(1))  # a structural change: its programs go
     assert not [e for e in hybrid.compile_caches() if e.owner == f"HybridSequential {net.name!r}"]
+    with pytest.raises(TypeError, match="without a block"):
+        hybrid.inspect(None, np.ones(2))
 
 
 def test_programs_of_a_discarded_block_are_released():
