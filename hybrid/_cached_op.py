@@ -103,11 +103,9 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
     n_arrays = len(arrays)
 
     def fn(param_values, input_values, rng):
-        saved = [getattr(b, name) for b, name in attr_inputs]
         with _functional.frame(dict(zip(params, param_values)), key=rng, frame_type=_functional.TraceFrame) as fr:
             try:
-                for (b, name), value in zip(attr_inputs, input_values[n_arrays:]):
-                    object.__setattr__(b, name, value)
+                fr.set_attributes(dict(zip(attr_inputs, input_values[n_arrays:])))
                 out = block._run_forward(spec.rebuild(input_values[:n_arrays]))
             except _TRACER_ERRORS as exc:
                 raise control_flow_error(block, exc) from exc
@@ -120,8 +118,6 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
                 raise
             finally:  # no tracer stays in an attribute: the call writes the assigned values back
                 fr.restore_attributes()
-                for (b, name), value in zip(attr_inputs, saved):
-                    object.__setattr__(b, name, value)
         leaves, out_tree = jax.tree_util.tree_flatten(out)
         for leaf in leaves:
             if not isinstance(leaf, jax.Array):

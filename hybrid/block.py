@@ -4,7 +4,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
-
 import re
 import warnings
 import weakref
@@ -16,8 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _cached_op, _context, _functional, _lazy, autograd
-from . import _state
+from . import _cached_op, _context, _functional, _lazy, _state, autograd
 from . import init as _init
 from ._watch import Watched
 from .interop.arrays import convert_inputs, needs_conversion

@@ -8,6 +8,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax.experimental import checkify
 from jax.sharding import Mesh, PartitionSpec as P
@@ -236,7 +237,6 @@ def test_gluon_apply_of_a_function_still_visits_every_block():
 
 
 def test_optax_loop_over_apply_matches_the_gluon_loop():
-    optax = pytest.importorskip("optax")
     rng = np.random.default_rng(1)
     data = rng.standard_normal((5, 16, 6)).astype(np.float32)
     labels = rng.integers(0, 3, (5, 16))

@@ -1,12 +1,11 @@
 """NAG, AdamW, RMSProp, AdaGrad, AdaDelta, LAMB and the optax adapter, step by step against NumPy."""
 import numpy as np
+import optax
 import pytest
 
 from hybrid import HybridBlock, Parameter, Trainer, autograd, init, optimizer
 
 from conftest import assert_close
-
-optax = pytest.importorskip("optax")
 
 X = np.array([[0.5, 1.0, 2.0], [1.5, -1.0, 0.25]])
 W0 = np.array([[1.0, -2.0, 0.5], [0.3, 0.8, -1.2]])
