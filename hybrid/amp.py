@@ -11,12 +11,14 @@ MXNet. See :mod:`hybrid.graph.precision` for the lists.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any, Iterable, Iterator
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from . import _lazy
+from . import _functional, _lazy
 from .block import HybridBlock
 from .graph import precision
 from .trainer import Trainer
@@ -85,42 +87,94 @@ def convert_hybrid_block(block: Any, target_dtype: str = "float16", target_dtype
 class LossScaler:
     """Dynamic loss scaling for float16: losses are multiplied by ``loss_scale`` before ``backward``
     so that small gradients do not flush to zero; a step whose gradients overflowed (inf or NaN) is
-    skipped and the scale halved, and after ``scale_window`` good steps in a row it doubles."""
+    skipped and the scale divided by ``scale_factor``, and after ``scale_window`` good steps in a row
+    it is multiplied by it (never below ``min_scale``).
+
+    The state (scale, good steps in a row, skipped steps) lives on the device and is updated inside
+    the step's program, which also checks the gradients and keeps the old weights and optimizer
+    states when they overflowed: no step waits for the host. Reading ``loss_scale``,
+    ``good_steps`` or ``skipped_steps`` waits for the last step."""
 
     def __init__(self, init_scale: float = 2.0 ** 16, scale_factor: float = 2.0, scale_window: int = 2000,
                  min_scale: float = 1.0):
         if not (init_scale > 0 and scale_factor > 1 and scale_window >= 1 and min_scale > 0):
             raise ValueError("LossScaler: need init_scale > 0, scale_factor > 1, scale_window >= 1, min_scale > 0")
-        self.loss_scale = float(init_scale)
         self.scale_factor, self.scale_window, self.min_scale = float(scale_factor), int(scale_window), float(min_scale)
-        self.good_steps = 0
-        self.pending_scale = 1.0  # the scale the current gradients carry (1 after unscale)
-        self.scaled = False  # scale_loss was used since the last step
-        self.skipped_steps = 0
+        self._state = tuple(jax.device_put((np.float32(init_scale), np.int32(0), np.int32(0))))
+        self.scaled = False  # scale_loss was used since the last step: the step checks for overflow
+        self.divide = False  # the gradients still carry the scale: the step divides them by it
 
-    def before_step(self, grads: list) -> float | None:
-        """At ``trainer.step``: None when the gradients of a scaled loss overflowed (the step is
-        skipped and the scale shrinks), else what the gradients must still be divided by. Reads
-        the gradients' finiteness on the host: one wait per scaled step."""
-        divisor, scaled = self.pending_scale, self.scaled
-        self.pending_scale, self.scaled = 1.0, False
-        if not scaled:
-            return 1.0
-        if not bool(_all_finite([_lazy.concrete(g) for g in grads if g is not None])):
-            self.loss_scale = max(self.loss_scale / self.scale_factor, self.min_scale)
-            self.good_steps = 0
-            self.skipped_steps += 1
+    @property
+    def loss_scale(self) -> float:
+        return float(self._state[0])
+
+    @property
+    def good_steps(self) -> int:
+        return int(self._state[1])
+
+    @property
+    def skipped_steps(self) -> int:
+        return int(self._state[2])
+
+    def state(self) -> tuple:
+        """(scale float32, good steps int32, skipped steps int32): arrays, or cells of a ``hybrid.compile`` step."""
+        frame = _functional.compile_frame()
+        if frame is not None:
+            return frame.read(("loss_scaler", self), lambda: self._state)
+        return self._state
+
+    def set_state(self, state: tuple) -> None:
+        frame = _functional.compile_frame()
+        if frame is not None:
+            frame.write(("loss_scaler", self), lambda: self._state, self._set_state, tuple(state))
+        else:
+            self._state = tuple(state)
+
+    def _set_state(self, state: tuple) -> None:
+        self._state = tuple(state)
+
+    def begin_step(self) -> "OverflowGuard | None":
+        """At ``trainer.step``: how the update must treat the gradients (None when no loss was scaled
+        since the last step); resets the flags for the next step."""
+        if not self.scaled:
             return None
-        self.good_steps += 1
-        if self.good_steps >= self.scale_window:
-            self.loss_scale *= self.scale_factor
-            self.good_steps = 0
-        return divisor
+        guard = OverflowGuard(self.divide, self.scale_factor, self.scale_window, self.min_scale)
+        self.scaled = self.divide = False
+        return guard
 
 
-@jax.jit
-def _all_finite(arrays: list) -> Any:
-    return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(a)) for a in arrays]))
+@dataclasses.dataclass(frozen=True)
+class OverflowGuard:
+    """The in-program part of loss scaling, for one step's update (hashable: part of its cache key)."""
+
+    divide: bool
+    scale_factor: float
+    scale_window: int
+    min_scale: float
+
+    def run(self, update: Any, weights: list, grads: list, states: list, lr: Any, rescale: Any,
+            scaler_state: tuple) -> tuple:
+        """``update(weights, grads, states, lr, rescale) -> (weights, states)`` when every gradient
+        is finite, else the old weights and states; with the new scaler state. A conditional
+        rather than a select, so that XLA updates the donated buffers in place."""
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in grads]))
+        if self.divide:
+            rescale = rescale / scaler_state[0]
+        new_weights, new_states = jax.lax.cond(
+            finite, update, lambda w, g, s, lr, r: (list(w), [tuple(leaves) for leaves in s]),
+            weights, grads, states, lr, rescale)
+        return new_weights, new_states, self._advance(finite, scaler_state)
+
+    def _advance(self, finite: jax.Array, state: tuple) -> tuple:
+        """The scaler state after a step with (``finite``) or without finite gradients."""
+        scale, good, skipped = state
+        good = good + 1
+        grow = good >= self.scale_window
+        grown = jnp.where(grow, scale * self.scale_factor, scale)
+        shrunk = jnp.maximum(scale / self.scale_factor, self.min_scale)
+        return (jnp.where(finite, grown, shrunk).astype(jnp.float32),
+                jnp.where(finite & ~grow, good, 0).astype(jnp.int32),
+                (skipped + jnp.where(finite, 0, 1)).astype(jnp.int32))
 
 
 def init_trainer(trainer: Trainer, init_scale: float = 2.0 ** 16, scale_window: int = 2000) -> None:
@@ -135,36 +189,35 @@ def init_trainer(trainer: Trainer, init_scale: float = 2.0 ** 16, scale_window: 
 @contextlib.contextmanager
 def scale_loss(loss: Any, trainer: Trainer) -> Iterator[Any]:
     """``with amp.scale_loss(loss, trainer) as scaled: autograd.backward(scaled)``: ``loss`` (an
-    array or a list, computed inside ``record()``) times the trainer's loss scale, recorded. Raises
-    ValueError for a trainer without :func:`init_trainer`."""
+    array or a list, computed inside ``record()``) times the trainer's loss scale, recorded (float32
+    when ``loss`` has a lower precision). Raises ValueError for a trainer without :func:`init_trainer`."""
     scaler = _scaler(trainer, "amp.scale_loss")
-    scale = scaler.loss_scale
-    scaler.pending_scale, scaler.scaled = scale, True
+    scale = scaler.state()[0]
+    scaler.scaled = scaler.divide = True
     if isinstance(loss, (list, tuple)):
-        yield type(loss)(_times(l, scale) for l in loss)
+        yield type(loss)(_recorded(lambda l: l * scale, l) for l in loss)
     else:
-        yield _times(loss, scale)
+        yield _recorded(lambda l: l * scale, loss)
 
 
-def _times(loss: Any, scale: float) -> Any:
-    """``loss * scale``, recorded on the loss's recording even outside its ``record()`` scope."""
-    if isinstance(loss, _lazy.LazyArray) and not loss._tape.released:
-        with _lazy.recording_trace(loss._tape):
-            return loss * scale
-    return loss * scale
+def _recorded(fn: Any, value: Any) -> Any:
+    """``fn(value)``, recorded on ``value``'s recording even outside its ``record()`` scope."""
+    if isinstance(value, _lazy.LazyArray) and not value._tape.released:
+        with _lazy.recording_trace(value._tape):
+            return fn(value)
+    return fn(value)
 
 
 def unscale(trainer: Trainer) -> None:
     """Divide the gradients by the loss scale now (e.g. before clipping them); ``step`` then does
-    not divide again. Raises ValueError for a trainer without :func:`init_trainer`."""
+    not divide again, and still skips the step if they overflowed. Raises ValueError for a trainer
+    without :func:`init_trainer`."""
     scaler = _scaler(trainer, "amp.unscale")
-    if scaler.pending_scale != 1.0:
-        inverse = 1.0 / scaler.pending_scale
+    if scaler.divide:
+        inverse = 1.0 / scaler.state()[0]
         for param in trainer._trainable():
-            grad = param._grad
-            if grad is not None:
-                param._assign_grad(grad * jnp.asarray(inverse, grad.dtype), param._grad_fresh)
-        scaler.pending_scale = 1.0
+            param._scale_grad(lambda g: _recorded(lambda g: g * inverse.astype(g.dtype), g))
+        scaler.divide = False
 
 
 def _scaler(trainer: Any, caller: str) -> LossScaler:

@@ -359,6 +359,16 @@ class Parameter(Watched):
             self._grad = jnp.zeros(self._data.shape, self._data.dtype)
             self._grad_dropped = False
 
+    def _scale_grad(self, fn: Any) -> None:
+        """Replace the gradient (if there is one) by ``fn(gradient)``, keeping its freshness."""
+        if self._grad_req == "null" or self._data is None:
+            return
+        frame = _functional.compile_frame()
+        if frame is not None:
+            frame.write(("grad", self), self._stored_grad, self._set_grad, fn(self.grad()))
+        elif self._grad is not None and not self._grad_dropped:
+            self._grad = fn(self._grad)
+
     def _set_grad(self, value: jax.Array) -> None:
         self._grad = value
         self._grad_dropped = False

@@ -173,17 +173,13 @@ class Trainer:
                     "ignore_stale_grad=True) to skip them.")
             if not active:
                 return
-        divisor = 1.0  # the loss scale the gradients still carry (hybrid.amp)
-        if self._amp_loss_scaler is not None and frame is None:
-            divisor = self._amp_loss_scaler.before_step(list(map(_GRAD, active)))
-            if divisor is None:  # overflowed gradients: the step is skipped
-                Parameter._set_fresh_all(active, False)
-                return
-        self._optimizer.rescale_grad = self._scale / batch_size / divisor
+        self._optimizer.rescale_grad = self._scale / batch_size
         rescale = np.float32(self._optimizer.rescale_grad)
         if self._placement is not None:
             self._placement.place_pending()  # parameters initialised at the first forward
-        program = self._program(active)
+        scaler = self._amp_loss_scaler
+        guard = scaler.begin_step() if scaler is not None else None
+        program = self._program(active, guard)
         if frame is not None:
             self._update_in_trace(frame, program, active, rescale)
             return
@@ -195,6 +191,10 @@ class Trainer:
             else:
                 self._update_eager(program, active, grads)
 
+    def _scaler_state(self, program: tuple) -> tuple:
+        """The loss scaler's state when ``program`` checks for overflow (hybrid.amp), else ()."""
+        return self._amp_loss_scaler.state() if program[3] is not None else ()
+
     def _update_eager(self, program: tuple, active: list[Parameter], grads: list) -> None:
         """The update as the trainer's own program, on gradients that are arrays."""
         lr = self._next_learning_rate()
@@ -203,13 +203,15 @@ class Trainer:
         # reuse the old weights' buffers unless someone besides the parameter holds one
         # (references: the parameter, `weights`, getrefcount's argument)
         donate = max(map(sys.getrefcount, weights), default=0) <= 3
-        new_weights, new_states = program[0 if donate else 1](weights, grads, states, lr,
-                                                              np.float32(self._optimizer.rescale_grad))
+        new_weights, new_states, scaler_state = program[0 if donate else 1](
+            weights, grads, states, lr, np.float32(self._optimizer.rescale_grad), self._scaler_state(program))
         del weights, grads
         for param, weight, state in zip(active, new_weights, new_states):
             param._assign(weight)
             param._set_fresh(False)
             self._states[param] = state
+        if scaler_state:
+            self._amp_loss_scaler.set_state(scaler_state)
 
     def _update_recorded(self, tape: _lazy.Tape, program: tuple, active: list[Parameter], grads: list,
                          rescale: np.float32) -> None:
@@ -221,7 +223,8 @@ class Trainer:
         n = len(active)
         sizes = tuple(map(len, states))
         flat_states = [leaf for state in states for leaf in state]
-        call, out_avals = self._flat_update(program, sizes, weights, flat_states)
+        scaler_state = list(self._scaler_state(program))
+        call, out_avals = self._flat_update(program, sizes, weights, flat_states + scaler_state)
         # slots of the weights as recorded (when the recorded arrays are still the parameters' data),
         # the gradients, and the states and hyperparameters, added at once
         weight_slots = list(map(tape.param_slots.get, active))
@@ -229,14 +232,19 @@ class Trainer:
             weight_slots = tape.slots_of(weights, False)
         state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
         # gradients recorded on another tape (several record() scopes before one step) enter as inputs
-        in_slots = weight_slots + tape.slots_of(grads) + list(state_slots) + tape.slots_of(self._on_device(lr, rescale))
+        in_slots = (weight_slots + tape.slots_of(grads) + list(state_slots) + tape.slots_of(scaler_state)
+                    + tape.slots_of(self._on_device(lr, rescale)))
         slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes),
                          slots_only=True)
         del grads, states
 
+        end, guarded = n + len(flat_states), bool(scaler_state)
+
         def store(values: list) -> None:
             Parameter._assign_all(active, values[:n])
-            self._states.update(zip(active, _group(values[n:], sizes)))
+            self._states.update(zip(active, _group(values[n:end], sizes)))
+            if guarded:
+                self._amp_loss_scaler.set_state(values[end:])
 
         # the old weights and state leaves are held by their parameters and by self._states until store()
         tape.write_group(("update", self), slots, store, holders=1, replaced_slots=weight_slots + list(state_slots))
@@ -244,7 +252,7 @@ class Trainer:
         if not self._keep_grads:
             tape.drop_packed(list(map(_GRAD, active)), _NOT_KEPT)
             Parameter._drop_grads(active)
-        del weights, flat_states
+        del weights, flat_states, scaler_state
         tape.materialize(final=True)
 
     def _on_device(self, *scalars: np.float32) -> tuple:
@@ -258,21 +266,20 @@ class Trainer:
         return arrays
 
     def _flat_update(self, program: tuple, sizes: tuple, weights: list, flat_states: list) -> tuple[Callable, list]:
-        """The update as a function of flat arrays (weights, grads, state leaves, lr, rescale) returning
-        (new weights, new state leaves), and the shapes of its results (cached)."""
+        """The update as a function of flat arrays (weights, grads, state leaves, loss scaler state
+        leaves, lr, rescale) returning (new weights, new state leaves, new loss scaler state leaves),
+        and the shapes of its results (cached)."""
         key = (program[2], sizes)
         cached = self._flat_updates.get(key)
         if cached is None:
             update, n = program[2], len(sizes)
+            n_leaves = sum(sizes)
 
             def call(*flat):
                 weights, grads, rest = flat[:n], flat[n:2 * n], flat[2 * n:]
-                states, at = [], 0
-                for size in sizes:
-                    states.append(tuple(rest[at:at + size]))
-                    at += size
-                new_weights, new_states = update(list(weights), list(grads), states, rest[-2], rest[-1])
-                return list(new_weights) + [leaf for state in new_states for leaf in state]
+                new_weights, new_states, scaler_state = update(list(weights), list(grads), list(_group(rest[:n_leaves], sizes)),
+                                                               rest[-2], rest[-1], rest[n_leaves:-2])
+                return list(new_weights) + [leaf for state in new_states for leaf in state] + list(scaler_state)
 
             avals = [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in weights + flat_states]
             cached = self._flat_updates[key] = (call, avals)
@@ -297,11 +304,14 @@ class Trainer:
         states = [frame.read(key, getter) for key, getter in zip(keys, getters)]
         weights = [p.data() for p in active]
         grads = [p.grad() for p in active]
-        new_weights, new_states = program[2](weights, grads, states, lr, rescale)
+        new_weights, new_states, scaler_state = program[2](weights, grads, states, lr, rescale,
+                                                           self._scaler_state(program))
         for param, key, getter, weight, state in zip(active, keys, getters, new_weights, new_states):
             param.set_data(weight)
             frame.write(key, getter, functools.partial(self._states.__setitem__, param), state)
             param._mark_consumed()
+        if scaler_state:
+            self._amp_loss_scaler.set_state(scaler_state)
 
     def _states_of(self, params: list[Parameter]) -> list[tuple]:
         """The optimizer states of ``params``; missing ones are created together in one program."""
@@ -323,29 +333,37 @@ class Trainer:
                 self._states[param] = state
         return state
 
-    def _program(self, params: Sequence[Parameter]) -> tuple[Callable, Callable, Callable]:
-        """The update as jitted programs: donating weights and states, donating states only, and
-        donating nothing (for staging on a recording)."""
+    def _program(self, params: Sequence[Parameter], guard: Any = None) -> tuple[Callable, Callable, Callable, Any]:
+        """The update ``(weights, grads, states, lr, rescale, scaler_state) -> (weights, states,
+        scaler_state)`` as jitted programs: donating weights and states, donating states only, and
+        donating nothing (for staging on a recording); then ``guard``. With a ``guard``
+        (``hybrid.amp.OverflowGuard``), the program unscales the gradients, keeps the old weights and
+        states when one of them is not finite, and advances the loss scaler's state."""
         opt = self._optimizer
         lr_mults = tuple(map(_LR_MULT, params))
         wd_mults = tuple(map(_WD_MULT, params))
-        key = (tuple(map(id, params)), lr_mults, wd_mults, type(opt), opt.hyperparameters())
+        key = (tuple(map(id, params)), lr_mults, wd_mults, type(opt), opt.hyperparameters(), guard)
         program = self._programs.get(key)
         if program is None:
-            def update(weights, grads, states, lr, rescale):
+            def apply(weights, grads, states, lr, rescale):
                 grads = [opt.preprocess(g, rescale) for g in grads]
                 lrs = [(lr * lm).astype(_update_dtype(w)) for w, lm in zip(weights, lr_mults)]
                 wds = [jnp.asarray(opt.wd * wm, _update_dtype(w)) for w, wm in zip(weights, wd_mults)]
                 new_weights, new_states = opt.update_all_multi_precision(weights, grads, states, lrs, wds)
                 return ([w2.astype(w.dtype) for w, w2 in zip(weights, new_weights)],
-                        [tuple(s) for s in new_states])
+                        [tuple(s2.astype(s1.dtype) for s1, s2 in zip(s, ns)) for s, ns in zip(states, new_states)])
+
+            def update(weights, grads, states, lr, rescale, scaler_state):
+                if guard is None:
+                    return (*apply(weights, grads, states, lr, rescale), ())
+                return guard.run(apply, weights, grads, states, lr, rescale, scaler_state)
 
             placed = {}
             if self._placement is not None:  # weights keep their sharding; states follow them
-                placed["out_shardings"] = ([self._placement.shardings[p] for p in params], None)
+                placed["out_shardings"] = ([self._placement.shardings[p] for p in params], None, None)
             program = self._programs[key] = (jax.jit(update, donate_argnums=(0, 2), **placed),
                                               jax.jit(update, donate_argnums=(2,), **placed),
-                                              jax.jit(update, **placed))
+                                              jax.jit(update, **placed), guard)
         return program
 
     # -- persistence ---------------------------------------------------------------------

@@ -192,30 +192,136 @@ def test_adam_on_float16_weights_stays_finite_and_follows_float32_math(multi_pre
         assert_close(weights[0], adam_ref(w, fp16_grads[:1]).astype(np.float16).astype(np.float32), rtol=0, atol=0)
 
 
-def test_dynamic_loss_scale_grows_backs_off_and_skips_overflowed_steps():
+OVERFLOWS = (False, False, True, False, False, True, True)
+# scale_window 2 from 8: good, good (x2), overflow (/2), good, good (x2), overflow, overflow
+EXPECTED_SCALES = [8.0, 16.0, 8.0, 8.0, 16.0, 8.0, 4.0]
+
+
+def scaled_sum_setup():
     p = hybrid.Parameter("w", shape=(3,))
     p.initialize()
     p.set_data(np.array([1.0, 2.0, 3.0], np.float32))
-    trainer = Trainer([p], "sgd", {"learning_rate": 0.5})
+    trainer = Trainer([p], "sgd", {"learning_rate": 0.5, "momentum": 0.5})
     amp.init_trainer(trainer, init_scale=8.0, scale_window=2)
+    return p, trainer, np.array([0.25, -0.5, 1.0], np.float32)
+
+
+def expected_weights(g):
+    """SGD with momentum 0.5, lr 0.5 on the constant gradient g; overflowed steps change nothing."""
+    w, m, out = np.array([1.0, 2.0, 3.0], np.float32), np.zeros(3, np.float32), []
+    for overflow in OVERFLOWS:
+        if not overflow:
+            m = 0.5 * m - 0.5 * g  # the gradient reaches the update unscaled
+            w = w + m
+        out.append(w)
+    return out
+
+
+def test_dynamic_loss_scale_grows_backs_off_and_skips_overflowed_steps():
+    p, trainer, g = scaled_sum_setup()
     scaler = trainer._amp_loss_scaler
-    g = np.array([0.25, -0.5, 1.0], np.float32)
-    w = np.array([1.0, 2.0, 3.0], np.float32)
-    expected_scales = []
-    for overflow in (False, False, True, False, False, True, True):
+    scales = []
+    for overflow, w in zip(OVERFLOWS, expected_weights(g)):
         with autograd.record():
             loss_value = jnp.sum(p.data() * (jnp.inf if overflow else 1.0) * g)
         with amp.scale_loss(loss_value, trainer) as scaled:
             assert float(scaled) == pytest.approx(float(loss_value) * scaler.loss_scale) or overflow
             autograd.backward(scaled)
         trainer.step(1)
-        if not overflow:
-            w = w - 0.5 * g  # the gradient reaches the update unscaled
         assert_close(p.data(), w, rtol=0, atol=1e-6)
-        expected_scales.append(scaler.loss_scale)
-    # good, good (window of 2: x2), overflow (/2), good, good (x2), overflow, overflow
-    assert expected_scales == [8.0, 16.0, 8.0, 8.0, 16.0, 8.0, 4.0]
-    assert scaler.skipped_steps == 3
+        scales.append(scaler.loss_scale)
+    assert scales == EXPECTED_SCALES
+    assert scaler.skipped_steps == 3 and scaler.good_steps == 0
+
+
+def test_loss_scaling_in_a_compiled_step_follows_the_same_sequence():
+    p, trainer, g = scaled_sum_setup()
+    scaler = trainer._amp_loss_scaler
+
+    @hybrid.compile
+    def step(factor):
+        with autograd.record():
+            loss_value = jnp.sum(p.data() * factor * g)
+        with amp.scale_loss(loss_value, trainer) as scaled:
+            autograd.backward(scaled)
+        trainer.step(1)
+        return scaled
+
+    scales = []
+    for overflow, w in zip(OVERFLOWS, expected_weights(g)):
+        scale, before = scaler.loss_scale, np.array(p.data())
+        scaled = step(jnp.float32(jnp.inf if overflow else 1.0))
+        assert overflow or float(scaled) == pytest.approx(float(np.sum(before * g)) * scale)
+        assert_close(p.data(), w, rtol=0, atol=1e-6)
+        scales.append(scaler.loss_scale)
+    assert scales == EXPECTED_SCALES and scaler.skipped_steps == 3
+    assert step.num_programs == 1  # the scale is an input: nothing retraces as it changes
+
+
+def test_a_scaled_step_does_not_wait_for_the_host():
+    net = make_mlp(True)
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+    amp.init_trainer(trainer)
+    x = jnp.ones((4, 8))
+    y = jnp.asarray([0, 1, 2, 3])
+    loss_fn = loss.SoftmaxCELoss()
+    loss_fn.hybridize()
+
+    def step():
+        with autograd.record():
+            l = loss_fn(net(x), y)
+        with amp.scale_loss(l, trainer) as scaled:
+            autograd.backward(scaled)
+        trainer.step(4)
+    step()
+    step()
+    with jax.transfer_guard_device_to_host("disallow"):  # the overflow check runs inside the step's program
+        step()
+        step()
+    assert trainer._amp_loss_scaler.good_steps == 4
+
+
+def test_the_overflow_check_updates_donated_buffers_in_place():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(256, in_units=64), nn.Dense(256, in_units=256), nn.Dense(10, in_units=256))
+    net.initialize()
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+    amp.init_trainer(trainer)
+    params = list(net.collect_params().values())
+    weights, states = [p.data() for p in params], trainer._states_of(params)
+    updated_bytes = sum(a.nbytes for a in weights + [leaf for s in states for leaf in s])
+    temps = {}
+    for guard in (None, amp.OverflowGuard(True, 2.0, 2000, 1.0)):
+        program = trainer._program(params, guard)[0]
+        scaler_state = trainer._amp_loss_scaler.state() if guard else ()
+        analysis = program.lower(weights, weights, states, np.float32(0.1), np.float32(1.0),
+                                 scaler_state).compile().memory_analysis()
+        assert analysis.alias_size_in_bytes >= updated_bytes  # weights and states reuse their buffers
+        temps[guard is None] = analysis.temp_size_in_bytes
+    # a select between new and old values would hold a second copy of most of them (about 0.7x)
+    assert temps[False] - temps[True] < 0.15 * updated_bytes, temps
+
+
+def test_unscale_inside_a_compiled_step_gives_the_true_gradients():
+    p = hybrid.Parameter("w", shape=(2,))
+    p.initialize()
+    p.set_data(np.array([1.0, 1.0], np.float32))
+    trainer = Trainer([p], "sgd", {"learning_rate": 1.0, "clip_gradient": 2.0})
+    amp.init_trainer(trainer, init_scale=1024.0)
+
+    @hybrid.compile
+    def step():
+        with autograd.record():
+            loss_value = jnp.sum(p.data() * jnp.asarray([3.0, -1.0]))
+        with amp.scale_loss(loss_value, trainer) as scaled:
+            autograd.backward(scaled)
+        amp.unscale(trainer)
+        grad = p.grad()
+        trainer.step(1)
+        return grad
+
+    assert_close(step(), [3.0, -1.0])
+    assert_close(p.data(), [1.0 - 2.0, 1.0 + 1.0], rtol=0, atol=1e-6)  # clipped at 2 after unscaling
 
 
 def test_unscale_gives_the_true_gradients_before_step():

@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from hybrid import Trainer, autograd, data, estimator, init, loss, metric, nn
+from hybrid import Trainer, amp, autograd, data, estimator, init, loss, metric, nn
 from hybrid.export import list_checkpoints
 
 from conftest import assert_close
@@ -69,6 +69,38 @@ def test_fit_gives_the_numbers_of_the_hand_written_loop():
             autograd.backward(l)
             trainer.step(x.shape[0])
     for got, want in zip(est.net.collect_params().values(), net.collect_params().values()):
+        assert_close(got.data(), want.data(), rtol=1e-5, atol=1e-6)
+
+
+def test_fit_scales_the_loss_when_the_trainer_has_a_loss_scaler():
+    train, _ = loaders()
+    amp.init("float16")
+    try:
+        def scaled_trainer(net):
+            trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+            amp.init_trainer(trainer, init_scale=2.0 ** 24)  # overflows float16 at first
+            return trainer
+
+        net = make_net()
+        est = estimator.Estimator(net, loss.SoftmaxCELoss(), trainer=scaled_trainer(net))
+        est.fit(train, epochs=2)
+
+        ref = make_net()
+        trainer, loss_fn = scaled_trainer(ref), loss.SoftmaxCELoss()
+        for _ in range(2):
+            for x, y in train:
+                with autograd.record():
+                    l = loss_fn(ref(x), y)
+                with amp.scale_loss(l, trainer) as scaled:
+                    autograd.backward(scaled)
+                trainer.step(x.shape[0])
+    finally:
+        amp.disable()
+    scaler = est.trainer._amp_loss_scaler
+    assert scaler.skipped_steps == trainer._amp_loss_scaler.skipped_steps > 0
+    assert scaler.loss_scale == trainer._amp_loss_scaler.loss_scale < 2.0 ** 24
+    assert np.isfinite(est.history.batch["training SoftmaxCrossEntropyLoss"]).all()
+    for got, want in zip(est.net.collect_params().values(), ref.collect_params().values()):
         assert_close(got.data(), want.data(), rtol=1e-5, atol=1e-6)
 
 

@@ -151,7 +151,7 @@ def test_update_program_is_one_xla_computation_for_many_parameters():
     (program,) = trainer._programs.values()
     params = list(trainer._params)
     lowered = program[0].lower([p.data() for p in params], [p.grad() for p in params],
-                            [trainer._states[p] for p in params], np.float32(0.1), np.float32(1.0))
+                            [trainer._states[p] for p in params], np.float32(0.1), np.float32(1.0), ())
     assert lowered.as_text().count("func.func public @main") == 1
 
 

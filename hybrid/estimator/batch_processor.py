@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import autograd
+from .. import amp, autograd
 
 __all__ = ["BatchProcessor"]
 
 
 class BatchProcessor:
-    """``fit_batch`` records forward and loss and runs ``backward``; ``evaluate_batch`` runs forward
+    """``fit_batch`` records forward and loss and runs ``backward`` (of the losses scaled by
+    ``hybrid.amp.scale_loss`` when the trainer has a loss scaler); ``evaluate_batch`` runs forward
     and loss. Both return ``(data, label, pred, loss)``, each a list with one entry per device
     (one here), as Gluon's. The update itself is :class:`GradientUpdateHandler`'s, at batch end, so
     that forward, backward and update run as one program."""
@@ -26,7 +27,11 @@ class BatchProcessor:
         with autograd.record():
             pred = [estimator.net(x) for x in data]
             loss = [estimator.loss(y_hat, y) for y_hat, y in zip(pred, label)]
-        autograd.backward(loss)
+        if getattr(estimator.trainer, "_amp_loss_scaler", None) is not None:
+            with amp.scale_loss(loss, estimator.trainer) as scaled:
+                autograd.backward(scaled)
+        else:
+            autograd.backward(loss)
         return data, label, pred, loss
 
     def evaluate_batch(self, estimator: Any, val_batch: Any, batch_axis: int = 0) -> tuple[list, list, list, list]:
