@@ -259,7 +259,7 @@ class CompiledForward:
 
     def make_forward(self, graph: Graph) -> Callable:
         """``forward(param_values, input_values, rng) -> (outputs, states)`` running ``graph``."""
-        run_graph = lower_graph(graph)
+        run_graph = lower_graph(graph, inline=True)
         n_out, uses_rng = self.n_outputs, self.uses_rng
 
         def forward(param_values, input_values, rng):
@@ -449,7 +449,7 @@ class _HoistedInfer:
     and its results are kept (with references to the arrays they came from) for later calls."""
 
     def __init__(self, entry: CompiledForward, split: hoist.HoistedGraphs):
-        prepare, main = lower_graph(split.prepare), lower_graph(split.main)
+        prepare, main = lower_graph(split.prepare, inline=True), lower_graph(split.main, inline=True)
         n_out, uses_rng = entry.n_outputs, entry.uses_rng
 
         def run(param_values, prepared, input_values, rng):

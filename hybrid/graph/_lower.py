@@ -2,19 +2,30 @@
 
 Lowering interprets the graph once per trace: big ops call their registered
 jitted function (so they stay recognisable if the result is traced again),
-primitives are bound again with their original parameters.
+primitives are bound again with their original parameters. A graph lowered with
+``inline=True`` (for a program that only XLA will see) calls the ops' functions
+directly instead: no nested ``jit`` per op or fused group, which saves lowering
+and compile time.
 """
 from __future__ import annotations
 
+import contextvars
 from typing import Any, Callable
 
 import jax
 
 from .ir import Graph, Node
 
-__all__ = ["lower", "evaluate_node", "register_kind"]
+__all__ = ["lower", "evaluate_node", "register_kind", "inlining"]
 
 _KIND_EVALUATORS: dict[str, Callable[[Node, list], list]] = {}
+_INLINE = contextvars.ContextVar("hybrid_inline_ops", default=False)
+
+
+def inlining() -> bool:
+    """Whether the graph being evaluated was lowered with ``inline=True`` (evaluators of node kinds
+    then run their functions directly rather than as named jitted calls)."""
+    return _INLINE.get()
 
 
 def register_kind(kind: str) -> Callable:
@@ -27,7 +38,7 @@ def register_kind(kind: str) -> Callable:
 
 @register_kind("op")
 def _evaluate_op(node: Node, args: list) -> list:
-    return jax.tree_util.tree_leaves(node.impl.fn(*args))
+    return jax.tree_util.tree_leaves((node.impl.raw if _INLINE.get() else node.impl.fn)(*args))
 
 
 @register_kind("prim")
@@ -54,8 +65,9 @@ def evaluate_node(node: Node, args: list) -> list:
     return evaluator(node, args)
 
 
-def lower(graph: Graph) -> Callable[..., list]:
-    """A function ``run(*inputs) -> list of outputs`` computing ``graph`` with JAX operations."""
+def lower(graph: Graph, inline: bool = False) -> Callable[..., list]:
+    """A function ``run(*inputs) -> list of outputs`` computing ``graph`` with JAX operations;
+    ``inline`` for programs that are not traced into a graph again (see the module's docstring)."""
     nodes = graph.nodes
     consts = graph.consts
     inputs = graph.inputs
@@ -66,9 +78,14 @@ def lower(graph: Graph) -> Callable[..., list]:
             raise TypeError(f"graph takes {len(inputs)} inputs, got {len(flat_inputs)}")
         env = dict(consts)
         env.update(zip(inputs, flat_inputs))
-        for node in nodes:
-            results = evaluate_node(node, [env[v] for v in node.inputs])
-            env.update(zip(node.outputs, results))
+        token = _INLINE.set(True) if inline else None  # graphs nested in nodes inherit it
+        try:
+            for node in nodes:
+                results = evaluate_node(node, [env[v] for v in node.inputs])
+                env.update(zip(node.outputs, results))
+        finally:
+            if token is not None:
+                _INLINE.reset(token)
         return [env[v] for v in outputs]
 
     return run

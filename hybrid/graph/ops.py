@@ -88,12 +88,14 @@ class OpDef:
 
 @dataclass(frozen=True)
 class BoundOp:
-    """One (op, attrs, input structure) combination, with its jitted function."""
+    """One (op, attrs, input structure) combination, with its jitted function (``fn``, named so that
+    a trace recognises it) and the same function not jitted (``raw``, for inlined lowering)."""
 
     opdef: OpDef
     attrs: tuple
     in_tree: Any
     fn: Callable
+    raw: Callable
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -199,7 +201,7 @@ def _bind(name: str, attrs: dict, in_tree: Any) -> BoundOp:
 
         index = len(_BOUND)
         bound.__name__ = bound.__qualname__ = f"hybrid_op_{index}__{name}"
-        entry = BoundOp(opdef, frozen, in_tree, jax.jit(bound))
+        entry = BoundOp(opdef, frozen, in_tree, jax.jit(bound), bound)
         _BOUND.append(entry)
         _BOUND_INDEX[key] = index
         return entry

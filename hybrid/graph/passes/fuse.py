@@ -20,7 +20,7 @@ import itertools
 import jax
 
 from ..ir import Graph, Node, Value
-from .._lower import lower, register_kind
+from .._lower import inlining, lower, register_kind
 from ..ops import OpPattern, pattern_of
 from ..rewrite import Rewriter, use_counts
 from ..target import Target
@@ -122,6 +122,8 @@ def _compile_group(subgraph: Graph):
 
 @register_kind("fused")
 def _evaluate_fused(node: Node, args: list) -> list:
+    if inlining():
+        return lower(node.attrs["_subgraph"])(*args)
     if node.impl is None:
         node.impl = _compile_group(node.attrs["_subgraph"])
     return list(node.impl(*args))
