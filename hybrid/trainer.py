@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+from jax.extend import core as jax_core
 import numpy as np
 
 from . import _compat, _functional, _lazy
@@ -314,12 +315,19 @@ class Trainer:
             self._amp_loss_scaler.set_state(scaler_state)
 
     def _states_of(self, params: list[Parameter]) -> list[tuple]:
-        """The optimizer states of ``params``; missing ones are created together in one program."""
+        """The optimizer states of ``params``; missing ones are created together: filled on the host
+        when every leaf is a constant fill (zeros for most optimizers), else in one program."""
         missing = [p for p in params if p not in self._states]
         if len(missing) > 1 and self._placement is None:
             create = self._optimizer.create_state_multi_precision
             with _functional.no_frame():
-                created = jax.jit(lambda weights: [create(w) for w in weights])([p._data for p in missing])
+                weights = [p._data for p in missing]
+                fills = _constant_fills(create, weights)
+                if fills is not None:
+                    sizes = tuple(map(len, fills))
+                    created = list(_group(jax.device_put([leaf for state in fills for leaf in state]), sizes))
+                else:
+                    created = jax.jit(lambda weights: [create(w) for w in weights])(weights)
             self._states.update(zip(missing, created))
         return [self._states.get(p) or self._state(p) for p in params]
 
@@ -432,6 +440,42 @@ def _update_dtype(weight: Any) -> Any:
     """The dtype of a weight's learning rate and weight decay: float32 at least (float16 and bfloat16
     weights are updated in float32)."""
     return jnp.promote_types(weight.dtype, jnp.float32)
+
+
+def _constant_fills(create: Callable, weights: list) -> list[list[np.ndarray]] | None:
+    """``create(w)`` for each of ``weights`` as new NumPy arrays, when each of its results is a constant
+    fill (``jnp.zeros_like``, a scalar...) as its trace shows; None when one depends on anything else."""
+    templates: dict[tuple, list | None] = {}
+    states = []
+    for weight in weights:
+        key = (tuple(weight.shape), np.dtype(weight.dtype))
+        if key not in templates:
+            templates[key] = _fill_template(create, jax.ShapeDtypeStruct(*key))
+        template = templates[key]
+        if template is None:
+            return None
+        states.append([np.full(shape, value, dtype) for shape, value, dtype in template])
+    return states
+
+
+def _fill_template(create: Callable, aval: Any) -> list[tuple] | None:
+    """(shape, value, dtype) of each result of ``create`` on ``aval``, or None unless each is a literal or a
+    ``broadcast_in_dim`` of one."""
+    closed = jax.make_jaxpr(create)(aval)
+    fills = {}
+    for eqn in closed.jaxpr.eqns:
+        if eqn.primitive.name != "broadcast_in_dim" or not isinstance(eqn.invars[0], jax_core.Literal):
+            return None
+        fills[eqn.outvars[0]] = (eqn.params["shape"], eqn.invars[0].val, eqn.outvars[0].aval.dtype)
+    template = []
+    for var in closed.jaxpr.outvars:
+        if isinstance(var, jax_core.Literal):
+            template.append(((), var.val, var.aval.dtype))
+        elif var in fills:
+            template.append(fills[var])
+        else:
+            return None
+    return template
 
 
 def _group(leaves: list, sizes: tuple) -> Any:
