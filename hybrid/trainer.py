@@ -301,6 +301,7 @@ class Trainer:
         """The update inside a whole-step trace: states are cells, the learning rate a host input."""
         lr = frame.host_input(("lr", self), self._next_learning_rate, (), np.float32)
         keys = [("optimizer_state", self, p) for p in active]
+        self._states_of(active)  # missing states are created together, as concrete arrays
         getters = [functools.partial(self._state, p) for p in active]
         states = [frame.read(key, getter) for key, getter in zip(keys, getters)]
         weights = [p.data() for p in active]
@@ -323,11 +324,12 @@ class Trainer:
             with _functional.no_frame():
                 weights = [p._data for p in missing]
                 fills = _constant_fills(create, weights)
-                if fills is not None:
-                    sizes = tuple(map(len, fills))
-                    created = list(_group(jax.device_put([leaf for state in fills for leaf in state]), sizes))
-                else:
-                    created = jax.jit(lambda weights: [create(w) for w in weights])(weights)
+                with jax.ensure_compile_time_eval():  # concrete arrays, also inside a hybrid.compile trace
+                    if fills is not None:
+                        sizes = tuple(map(len, fills))
+                        created = list(_group(jax.device_put([leaf for state in fills for leaf in state]), sizes))
+                    else:
+                        created = jax.jit(lambda weights: [create(w) for w in weights])(weights)
             self._states.update(zip(missing, created))
         return [self._states.get(p) or self._state(p) for p in params]
 
