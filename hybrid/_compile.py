@@ -129,25 +129,30 @@ class CompiledStep:
             info.update(frame=frame, out_tree=out_tree)
             # recorded values still pending are computed here, inside the step's trace
             return ([_lazy.concrete(leaf) for leaf in leaves],
-                    [jax.tree_util.tree_map(_lazy.concrete, frame.writes[k]) for k in info.get("written", ())])
+                    [jax.tree_util.tree_map(_lazy.concrete, frame.writes.get(k)) for k in info.get("written", ())])
         return traced
 
     def _build(self, spec: ArgSpec, arrays: list) -> _Program:
+        """Trace the step to find the state it touches, then trace the program taking that state as
+        inputs; when the second trace finds more (state read only on some path), trace again."""
         cells: dict = {}   # key -> getter, for state read before written
         host: dict = {}    # key -> (compute, shape, dtype)
+        info: dict = {"written": []}
+        jax.eval_shape(self._trace(spec, arrays, [], [], info), [], arrays, [])
+        frame = info["frame"]
         for _attempt in range(6):
-            info: dict = {"written": []}
-            traced = self._trace(spec, arrays, list(cells), list(host), info)
-            cell_values = [getter() for getter in cells.values()]
-            host_values = [jax.ShapeDtypeStruct(shape, dtype) for _, shape, dtype in host.values()]
-            jax.eval_shape(traced, cell_values, arrays, host_values)
-            frame = info["frame"]
-            if not frame.missing_cells and not frame.missing_host:
-                break
             cells.update(frame.missing_cells)
             host.update(frame.missing_host)
-        else:
-            raise CompileError("hybrid.compile: the state touched by the step kept changing between traces")
+            program, final = self._program_for(spec, arrays, cells, host, frame)
+            if not final.missing_cells and not final.missing_host and final.setters.keys() == frame.setters.keys():
+                return program
+            frame = final
+        raise CompileError("hybrid.compile: the state touched by the step kept changing between traces")
+
+    def _program_for(self, spec: ArgSpec, arrays: list, cells: dict, host: dict,
+                     frame: _functional.CompileFrame) -> tuple[_Program, _functional.CompileFrame]:
+        """The jitted step reading ``cells`` and ``host`` values and writing what ``frame`` wrote,
+        traced (not compiled); and the frame of that trace."""
         written = [(k, v) for k, v in frame.setters.items() if self._keep_grads or not _dropped_grad(k)]
         dropped = [k[1] for k in frame.setters if not self._keep_grads and _dropped_grad(k)]
         written_keys = {k for k, _ in written}
@@ -163,10 +168,15 @@ class CompiledStep:
             return traced(list(donated_values) + list(kept_values), input_values, host_values)
 
         jitted = jax.jit(program, donate_argnums=(0,) if donated else ())
-        params = {key[1] for key in list(cells) + list(frame.setters) if isinstance(key, tuple) and len(key) == 2
+        # traced here; the first call reuses this trace
+        jitted.trace([g() for _, g in donated], [g() for _, g in kept], arrays,
+                     [jax.ShapeDtypeStruct(shape, dtype) for _, shape, dtype in host.values()])
+        final = final_info["frame"]
+        params = {key[1] for key in list(cells) + list(final.setters) if isinstance(key, tuple) and len(key) == 2
                   and key[0] in ("data", "grad")}
-        watch(self, list(params) + list(frame.blocks))
-        return _Program(jitted, donated, kept, list(host.values()), written, final_info, dict(frame.fresh), dropped)
+        watch(self, list(params) + list(final.blocks))
+        program = _Program(jitted, donated, kept, list(host.values()), written, final_info, dict(final.fresh), dropped)
+        return program, final
 
 
 def _dropped_grad(key: Any) -> bool:

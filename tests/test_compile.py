@@ -66,6 +66,48 @@ def test_recompiles_only_for_new_signatures(batch):
     assert fast.num_programs == 2
 
 
+def test_a_step_is_traced_twice_at_its_first_call_and_never_after(batch):
+    x, y = batch
+    net, loss_fn, trainer = model(True)
+    body = make_step(net, loss_fn, trainer)
+    runs = []
+
+    def step(x, y):
+        runs.append(1)
+        return body(x, y)
+
+    fast = hybrid.compile(step)
+    fast(x, y)
+    assert len(runs) == 2  # one trace finds the state the step touches, one traces the program
+    fast(x, y)
+    fast(x + 1, y)
+    assert len(runs) == 2
+
+
+def test_state_first_read_in_the_second_trace_is_traced_again():
+    a, b = hybrid.Parameter("a", shape=(3,)), hybrid.Parameter("b", shape=(3,))
+    for p, value in ((a, [1.0, 2.0, 3.0]), (b, [4.0, 5.0, 6.0])):
+        p.initialize()
+        p.set_data(np.asarray(value, np.float32))
+    runs = []
+
+    def step(x):
+        runs.append(1)
+        p = a if len(runs) == 1 else b  # Python state that changes between traces
+        with autograd.record():
+            out = (p.data() * x).sum()
+        autograd.backward(out)
+        return out
+
+    fast = hybrid.compile(step, keep_grads=True)
+    x = jnp.asarray([1.0, 1.0, 2.0])
+    assert float(fast(x)) == 4.0 + 5.0 + 12.0
+    assert len(runs) == 3  # the second trace read b, which the first had not: a third trace takes it as input
+    b.set_data(np.asarray([1.0, 1.0, 1.0], np.float32))
+    assert float(fast(x)) == 4.0  # b is an input of the program, not a constant
+    assert_close(b.grad(), x)
+
+
 def test_state_buffers_are_donated_and_written_back(batch):
     x, y = batch
     net, loss_fn, trainer = model(True)
