@@ -1,16 +1,16 @@
 """The recorded Gluon loop against the best hand-written JAX step, side by side in one run.
 
-    python benchmarks/bench_recorded_step.py [--rounds 15] [--steps 30]
+    python benchmarks/bench_recorded_step.py [--rounds 15] [--steps 30] [--first-rounds 5]
 
 Model: 33 x Dense(64, tanh) + Dense(10), batch 32, softmax cross-entropy, SGD with momentum 0.9.
 The limit is one ``jax.jit`` of forward, loss, backward and update over flat parameter lists with
 donated buffers. Printed, each as a ratio to the limit:
 
-- steady-state time per step (medians of interleaved rounds) of the loop as users write it: net
+- steady-state time per step (medians of interleaved rounds, in an order that rotates) of the loop as users write it: net
   hybridized and loss block not (``gluon_loop``), the same with an ``l.mean()`` head, the same
   with ``Trainer(..., keep_grads=False)`` (``no_grads``: gradients not kept after the step),
   nothing hybridized (``eager``), and ``hybrid.compile`` of the same step;
-- the first step (tracing and compiling included), the median of three fresh processes each;
+- the first step (tracing and compiling included), one fresh process per variant in interleaved rounds;
 - XLA's memory figure of the step's program (temporaries + arguments + outputs - aliased bytes),
   with and without the gradients kept.
 """
@@ -108,9 +108,14 @@ def hybrid_step(variant: str):
 VARIANTS = ("gluon_loop", "mean_head", "no_grads", "eager", "compiled")
 
 
-def first_step(variant: str, samples: int = 3) -> float:
-    """Seconds of the first step (trace, compile, run), the median of ``samples`` fresh processes."""
-    return statistics.median(_first_step_once(variant) for _ in range(samples))
+def first_steps(variants: tuple, rounds: int) -> dict[str, list[float]]:
+    """Seconds of the first step (trace, compile, run) of each variant, one fresh process each, in
+    ``rounds`` interleaved rounds (a change of machine load hits every variant alike)."""
+    seconds: dict[str, list[float]] = {v: [] for v in variants}
+    for _ in range(rounds):
+        for variant in variants:
+            seconds[variant].append(_first_step_once(variant))
+    return seconds
 
 
 def _first_step_once(variant: str) -> float:
@@ -141,6 +146,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--first-rounds", type=int, default=5)
     args = parser.parse_args()
     import jax
     limit, program, limit_args = limit_step()
@@ -149,8 +155,11 @@ def main() -> None:
         for _ in range(10):
             jax.block_until_ready(run())
     times: dict[str, list] = {name: [] for name in runs}
-    for _ in range(args.rounds):
-        for name, run in runs.items():
+    names = list(runs)
+    for round_ in range(args.rounds):
+        shift = round_ % len(names)  # the order rotates: the variant timed after another one pays for it alike
+        for name in names[shift:] + names[:shift]:
+            run = runs[name]
             start = time.perf_counter()
             for _ in range(args.steps):
                 out = run()
@@ -160,10 +169,12 @@ def main() -> None:
     print(f"steady state, ms per step (median of {args.rounds} interleaved rounds of {args.steps} steps)")
     for name, samples in times.items():
         print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
-    firsts = {name: first_step(name) for name in ("limit",) + VARIANTS}
-    print("first step, s (median of 3 fresh processes each)")
+    firsts = first_steps(("limit",) + VARIANTS, args.first_rounds)
+    print(f"first step, s (median of {args.first_rounds} interleaved rounds of one fresh process each; "
+          "the ratio is the median of the rounds' ratios)")
     for name, seconds in firsts.items():
-        print(f"  {name:11s} {seconds:8.3f}  {seconds / firsts['limit']:5.2f}x")
+        ratio = statistics.median(s / limit for s, limit in zip(seconds, firsts["limit"]))
+        print(f"  {name:11s} {statistics.median(seconds):8.3f}  {ratio:5.2f}x")
     limit_bytes = xla_bytes(program, *limit_args)
     print("XLA memory of the step's program, bytes (temp + arguments + outputs - aliased)")
     print(f"  limit       {limit_bytes:10d}  1.00x")
