@@ -104,6 +104,59 @@ def test_fit_scales_the_loss_when_the_trainer_has_a_loss_scaler():
         assert_close(got.data(), want.data(), rtol=1e-5, atol=1e-6)
 
 
+def test_fit_with_every_built_in_handler_on_the_digits(tmp_path):
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    x, y = (digits.images / 16.0).reshape(-1, 64).astype(np.float32), digits.target.astype(np.int32)
+    order = np.random.default_rng(0).permutation(len(x))
+    train_at, test_at = order[:1400], order[1400:]
+    train = data.DataLoader(data.ArrayDataset(x[train_at], y[train_at]), batch_size=64, shuffle=True)
+    val = data.DataLoader(data.ArrayDataset(x[test_at], y[test_at]), batch_size=128)
+
+    def make():
+        net = nn.HybridSequential()
+        net.add(nn.Dense(64, activation="relu", in_units=64), nn.Dense(10, in_units=64))
+        net.initialize(init.Xavier())
+        net.hybridize()
+        trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+        return estimator.Estimator(net, loss.SoftmaxCELoss(), train_metrics=[metric.Accuracy()],
+                                   val_metrics=[metric.Accuracy()], trainer=trainer)
+
+    est = make()
+    val_acc = est.val_metrics[0]
+    handlers = [
+        estimator.StoppingHandler(max_epoch=5),
+        estimator.MetricHandler(est.train_metrics),
+        estimator.ValidationHandler(val, est.evaluate),
+        estimator.LoggingHandler(log_interval=10),
+        estimator.CheckpointHandler(str(tmp_path), "digits", monitor=val_acc, save_best=True, max_checkpoints=2),
+        estimator.EarlyStoppingHandler(val_acc, min_delta=0.5, patience=1),  # no epoch gains 50 points: stops
+        estimator.GradientUpdateHandler(),
+        estimator.CSVLogger(str(tmp_path / "log.csv")),
+        estimator.TensorBoardHandler(str(tmp_path / "tb")),
+        estimator.LRSchedulerHandler(lambda epoch: 0.1 * 0.5 ** epoch),
+    ]
+    history = est.fit(train, val_data=val, epochs=5, event_handlers=handlers)
+
+    epochs = len(history.epoch["validation accuracy"])
+    assert epochs == 3  # the first epoch sets the best; the next two gain less than 50 points: patience 1 ends it
+    assert history.epoch["validation accuracy"][-1] > 0.9
+    pred = np.asarray(est.net(x[test_at])).argmax(axis=1)
+    assert val_acc.get()[1] == pytest.approx(np.mean(pred == y[test_at]))
+    with open(tmp_path / "log.csv") as f:
+        assert len(list(csv.DictReader(f))) == epochs
+    tb = {(tag, step) for tag, step, _ in read_scalars(tmp_path / "tb")}
+    assert {("epoch/validation_accuracy", e) for e in range(1, epochs + 1)} <= tb
+    assert est.trainer.learning_rate == pytest.approx(0.1 * 0.5 ** (epochs - 1))
+    assert len(list_checkpoints(tmp_path / "digits")) == 2 and (tmp_path / "digits-best.params").exists()
+
+    resumed = make()  # other weights: the checkpoint's replace them, and nothing is left to train
+    resumed.fit(train, epochs=epochs, event_handlers=[estimator.CheckpointHandler(
+        str(tmp_path), "digits", resume_from_checkpoint=True)])
+    for got, want in zip(resumed.net.collect_params().values(), est.net.collect_params().values()):
+        assert_close(got.data(), want.data(), rtol=0, atol=0)
+
+
 def test_history_and_default_metrics_match_numpy():
     train, val = loaders()
     est = make_estimator()
