@@ -54,3 +54,9 @@ def test_train_with_optax_quick(capsys):
     path = out.split("saved the trained state to ")[1].strip()
     import safetensors.numpy
     assert "1.running_mean" in safetensors.numpy.load_file(path)
+
+
+def test_train_digits_reaches_high_accuracy(capsys):
+    accuracy = _load("train_digits").main(["--epochs", "3"])
+    assert accuracy > 0.9  # the README's first example: a CNN on scikit-learn's 8x8 digits
+    assert "final held-out accuracy" in capsys.readouterr().out
