@@ -325,9 +325,11 @@ class Trainer:
                 weights = [p._data for p in missing]
                 fills = _constant_fills(create, weights)
                 with jax.ensure_compile_time_eval():  # concrete arrays, also inside a hybrid.compile trace
-                    if fills is not None:
+                    if fills is not None:  # each state on its weight's device
                         sizes = tuple(map(len, fills))
-                        created = list(_group(jax.device_put([leaf for state in fills for leaf in state]), sizes))
+                        leaves = [leaf for state in fills for leaf in state]
+                        devices = [d for w, n in zip(weights, sizes) for d in [next(iter(w.devices()))] * n]
+                        created = list(_group(jax.device_put(leaves, devices), sizes))
                     else:
                         created = jax.jit(lambda weights: [create(w) for w in weights])(weights)
             self._states.update(zip(missing, created))
@@ -445,10 +447,13 @@ def _update_dtype(weight: Any) -> Any:
 
 
 def _constant_fills(create: Callable, weights: list) -> list[list[np.ndarray]] | None:
-    """``create(w)`` for each of ``weights`` as new NumPy arrays, when each of its results is a constant
-    fill (``jnp.zeros_like``, a scalar...) as its trace shows; None when one depends on anything else."""
+    """``create(w)`` for each of ``weights`` (arrays on one device each) as new NumPy arrays, when each of its
+    results is a constant fill (``jnp.zeros_like``, a scalar...) as its trace shows; None when one depends
+    on anything else or a weight is spread over several devices."""
     templates: dict[tuple, list | None] = {}
     states = []
+    if any(len(w.devices()) != 1 for w in weights):
+        return None
     for weight in weights:
         key = (tuple(weight.shape), np.dtype(weight.dtype))
         if key not in templates:

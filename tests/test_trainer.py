@@ -1,3 +1,8 @@
+import os
+import subprocess
+import sys
+
+import jax
 import numpy as np
 import pytest
 
@@ -193,3 +198,46 @@ def test_optimizer_errors():
         optimizer.SGD(momentum=1.5)
     with pytest.raises(TypeError, match="dict"):
         Trainer(Parameter("w", shape=(1,)), "sgd")
+
+
+STATES_ON_THE_WEIGHTS_DEVICE = """
+import jax, jax.numpy as jnp
+from hybrid import Trainer, autograd, nn
+d1 = jax.devices()[1]
+net = nn.HybridSequential()
+net.add(nn.Dense(4, in_units=3), nn.Dense(2, in_units=4))
+net.initialize(ctx=d1)
+trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.1})
+with autograd.record():
+    out = net(jax.device_put(jnp.ones((2, 3)), d1)).sum()
+autograd.backward(out)
+trainer.step(2)
+leaves = [leaf for state in trainer._states.values() for leaf in state]
+print(len(leaves), all(leaf.devices() == {d1} for leaf in leaves), net[0].weight.data().devices() == {d1})
+"""
+
+
+def test_optimizer_states_are_made_on_their_weights_device():
+    """Two CPU devices in a subprocess: the states filled on the host go to the second device with their weights."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", STATES_ON_THE_WEIGHTS_DEVICE], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["12", "True", "True"]  # 4 parameters x (mean, variance, step count)
+
+
+@pytest.mark.parametrize("name", sorted(set(optimizer.optimizer._REGISTRY) - {"optax"}))
+def test_states_made_together_equal_each_optimizers_own(name):
+    params = [Parameter(f"p{i}", shape=shape) for i, shape in enumerate([(3, 2), (3,), (3, 2), ()])]
+    for p in params:
+        p.initialize()
+    kwargs = {"momentum": 0.9} if name in ("sgd", "nag") else {}
+    trainer = Trainer(params, name, kwargs)
+    states = trainer._states_of(params)
+    for p, state in zip(params, states):
+        expected = trainer.optimizer.create_state_multi_precision(p.data())
+        assert len(state) == len(expected)
+        for got, want in zip(state, expected):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert len({id(leaf) for state in states for leaf in state}) == sum(map(len, states))  # no buffer shared
