@@ -278,8 +278,9 @@ class Trainer:
 
             def call(*flat):
                 weights, grads, rest = flat[:n], flat[n:2 * n], flat[2 * n:]
-                new_weights, new_states, scaler_state = update(list(weights), list(grads), list(_group(rest[:n_leaves], sizes)),
-                                                               rest[-2], rest[-1], rest[n_leaves:-2])
+                states = list(_group(rest[:n_leaves], sizes))
+                new_weights, new_states, scaler_state = update(list(weights), list(grads), states, rest[-2], rest[-1],
+                                                               rest[n_leaves:-2])
                 return list(new_weights) + [leaf for state in new_states for leaf in state] + list(scaler_state)
 
             avals = [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in weights + flat_states]
@@ -323,14 +324,9 @@ class Trainer:
             create = self._optimizer.create_state_multi_precision
             with _functional.no_frame():
                 weights = [p._data for p in missing]
-                fills = _constant_fills(create, weights)
                 with jax.ensure_compile_time_eval():  # concrete arrays, also inside a hybrid.compile trace
-                    if fills is not None:  # each state on its weight's device
-                        sizes = tuple(map(len, fills))
-                        leaves = [leaf for state in fills for leaf in state]
-                        devices = [d for w, n in zip(weights, sizes) for d in [next(iter(w.devices()))] * n]
-                        created = list(_group(jax.device_put(leaves, devices), sizes))
-                    else:
+                    created = _filled_on_host(create, weights)
+                    if created is None:
                         created = jax.jit(lambda weights: [create(w) for w in weights])(weights)
             self._states.update(zip(missing, created))
         return [self._states.get(p) or self._state(p) for p in params]
@@ -446,14 +442,14 @@ def _update_dtype(weight: Any) -> Any:
     return jnp.promote_types(weight.dtype, jnp.float32)
 
 
-def _constant_fills(create: Callable, weights: list) -> list[list[np.ndarray]] | None:
-    """``create(w)`` for each of ``weights`` (arrays on one device each) as new NumPy arrays, when each of its
-    results is a constant fill (``jnp.zeros_like``, a scalar...) as its trace shows; None when one depends
-    on anything else or a weight is spread over several devices."""
-    templates: dict[tuple, list | None] = {}
-    states = []
+def _filled_on_host(create: Callable, weights: list) -> list[tuple] | None:
+    """``create(w)`` for each of ``weights``, filled by NumPy and put on each weight's device in one call,
+    when each of its results is a constant fill (``jnp.zeros_like``, a scalar...) as its trace shows; None
+    when one depends on anything else or a weight is spread over several devices."""
     if any(len(w.devices()) != 1 for w in weights):
         return None
+    templates: dict[tuple, list | None] = {}
+    leaves, devices, sizes = [], [], []
     for weight in weights:
         key = (tuple(weight.shape), np.dtype(weight.dtype))
         if key not in templates:
@@ -461,8 +457,10 @@ def _constant_fills(create: Callable, weights: list) -> list[list[np.ndarray]] |
         template = templates[key]
         if template is None:
             return None
-        states.append([np.full(shape, value, dtype) for shape, value, dtype in template])
-    return states
+        leaves += [np.full(shape, value, dtype) for shape, value, dtype in template]
+        devices += [next(iter(weight.devices()))] * len(template)
+        sizes.append(len(template))
+    return list(_group(jax.device_put(leaves, devices), tuple(sizes)))
 
 
 def _fill_template(create: Callable, aval: Any) -> list[tuple] | None:
