@@ -124,11 +124,12 @@ class LossScaler:
         return self._state
 
     def set_state(self, state: tuple) -> None:
+        """Replace the state (inside a ``hybrid.compile`` step: after each call)."""
         frame = _functional.compile_frame()
         if frame is not None:
             frame.write(("loss_scaler", self), lambda: self._state, self._set_state, tuple(state))
         else:
-            self._state = tuple(state)
+            self._set_state(state)
 
     def _set_state(self, state: tuple) -> None:
         self._state = tuple(state)
