@@ -134,6 +134,27 @@ class LossScaler:
     def _set_state(self, state: tuple) -> None:
         self._state = tuple(state)
 
+    def state_dict(self) -> dict:
+        """``{'loss_scale': float, 'good_steps': int, 'skipped_steps': int}`` (saved with the trainer's states)."""
+        return {"loss_scale": self.loss_scale, "good_steps": self.good_steps, "skipped_steps": self.skipped_steps}
+
+    def load_state_dict(self, values: dict) -> None:
+        """Restore what :meth:`state_dict` gave. Raises ValueError (nothing changed) for anything else."""
+        self._set_state(self.checked_state(values, "LossScaler.load_state_dict"))
+
+    @staticmethod
+    def checked_state(values: Any, where: str) -> tuple:
+        """The state arrays of a :meth:`state_dict`; ValueError naming ``where`` when it is not one."""
+        ok = (isinstance(values, dict) and set(values) == {"loss_scale", "good_steps", "skipped_steps"}
+              and isinstance(values["loss_scale"], (int, float)) and not isinstance(values["loss_scale"], bool)
+              and np.isfinite(values["loss_scale"]) and values["loss_scale"] > 0
+              and all(type(values[k]) is int and 0 <= values[k] < 2 ** 31 for k in ("good_steps", "skipped_steps")))
+        if not ok:
+            raise ValueError(f"{where}: not a loss scaler state (expected loss_scale > 0, good_steps and "
+                             f"skipped_steps as counts), got {values!r:.120}")
+        return tuple(jax.device_put((np.float32(values["loss_scale"]), np.int32(values["good_steps"]),
+                                     np.int32(values["skipped_steps"]))))
+
     def begin_step(self) -> "OverflowGuard | None":
         """At ``trainer.step``: how the update must treat the gradients (None when no loss was scaled
         since the last step); resets the flags for the next step."""

@@ -376,7 +376,8 @@ class Trainer:
 
     # -- persistence ---------------------------------------------------------------------
     def save_states(self, fname: str) -> None:
-        """Write optimizer states and update counts to ``fname`` (atomic, no pickle)."""
+        """Write optimizer states, update counts and the loss scaler's state (``hybrid.amp``) to ``fname``
+        (atomic, no pickle)."""
         arrays = {}
         meta = {"optimizer": type(self._optimizer).__name__, "num_update": self._optimizer.num_update,
                 "params": []}
@@ -385,6 +386,8 @@ class Trainer:
             meta["params"].append({"name": self._names[param], "n_state": -1 if state is None else len(state)})
             for j, leaf in enumerate(state or ()):
                 arrays[f"{i}.{j}"] = np.asarray(leaf)
+        if self._amp_loss_scaler is not None:
+            meta["loss_scaler"] = self._amp_loss_scaler.state_dict()
         arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         serialization.save_arrays(fname, arrays)
 
@@ -424,12 +427,22 @@ class Trainer:
                 raise ValueError(f"{fname}: state of parameter {entry['name']!r} has shapes/dtypes {got}, "
                                  f"expected {tuple(expected)}")
             restored[param] = leaves
+        restore_scaler = self._scaler_restorer(meta.get("loss_scaler"), fname)
 
         def apply() -> None:
             self._states.clear()  # in place: compiled steps write states back into this dict
             self._states.update(restored)
             self._optimizer.num_update = meta["num_update"]
+            restore_scaler()
         return apply
+
+    def _scaler_restorer(self, saved: Any, where: str) -> Callable[[], None]:
+        """Check a saved loss scaler state (``LossScaler.state_dict``, or None) now; return what restores
+        it into this trainer's scaler (nothing without a scaler or a saved state)."""
+        if saved is None or self._amp_loss_scaler is None:
+            return lambda: None
+        state = self._amp_loss_scaler.checked_state(saved, where)
+        return lambda: self._amp_loss_scaler._set_state(state)
 
 
 _NOT_KEPT = ("the gradient was consumed by trainer.step, which does not keep gradients "

@@ -395,3 +395,48 @@ def test_a_compiled_step_runs_under_the_policy(rng):
     for p, v, g in zip(net.collect_params().values(), vals, expected):
         assert p.data().dtype == jnp.float32
         assert_close(p.data(), v - 0.1 * g, rtol=2e-2, atol=2e-3)
+
+
+def float16_trainer_after_steps(init_scale=2.0 ** 20):
+    amp.init("float16")
+    net = make_mlp()
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+    amp.init_trainer(trainer, init_scale=init_scale)
+    x, y = jnp.ones((4, 8)) * 300.0, jnp.asarray([0, 1, 2, 3])
+    for _ in range(3):  # 2**20 and large inputs overflow float16: the scale backs off
+        with autograd.record():
+            l = loss.SoftmaxCELoss()(net(x), y)
+        with amp.scale_loss(l, trainer) as scaled:
+            autograd.backward(scaled)
+        trainer.step(4)
+    return net, trainer
+
+
+@pytest.mark.parametrize("backend", ["states-file", "npz", "orbax"])
+def test_the_loss_scale_is_saved_and_restored_with_the_trainer(backend, tmp_path):
+    from hybrid.export import load_checkpoint, save_checkpoint
+    net, trainer = float16_trainer_after_steps()
+    saved = trainer._amp_loss_scaler.state_dict()
+    assert saved["skipped_steps"] > 0 and saved["loss_scale"] < 2.0 ** 20
+    other = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+    amp.init_trainer(other)
+    if backend == "states-file":
+        trainer.save_states(str(tmp_path / "t.states"))
+        other.load_states(str(tmp_path / "t.states"))
+    else:
+        save_checkpoint(tmp_path / "ckpt", net, trainer, step=3, backend=backend)
+        load_checkpoint(tmp_path / "ckpt", net, other)
+    assert other._amp_loss_scaler.state_dict() == saved
+    assert other.optimizer.num_update == trainer.optimizer.num_update == 3
+
+
+def test_a_bad_loss_scaler_state_is_refused_and_changes_nothing():
+    scaler = amp.LossScaler(init_scale=8.0)
+    for bad in ({"loss_scale": -1.0, "good_steps": 0, "skipped_steps": 0},
+                {"loss_scale": 8.0, "good_steps": 1.5, "skipped_steps": 0},
+                {"loss_scale": float("nan"), "good_steps": 0, "skipped_steps": 0}, {"loss_scale": 8.0}, [8.0, 0, 0]):
+        with pytest.raises(ValueError, match="not a loss scaler state"):
+            scaler.load_state_dict(bad)
+    assert scaler.state_dict() == {"loss_scale": 8.0, "good_steps": 0, "skipped_steps": 0}
+    scaler.load_state_dict({"loss_scale": 512.0, "good_steps": 7, "skipped_steps": 2})
+    assert (scaler.loss_scale, scaler.good_steps, scaler.skipped_steps) == (512.0, 7, 2)

@@ -114,6 +114,8 @@ class OrbaxBackend(Backend):
                 states += list(state or ())
             trainer_entry = {"optimizer": type(trainer.optimizer).__name__,
                              "num_update": int(trainer.optimizer.num_update), "states": entries}
+            if trainer._amp_loss_scaler is not None:
+                trainer_entry["loss_scaler"] = trainer._amp_loss_scaler.state_dict()
             if states:
                 tree["states"] = states
         checkpointer = ocp.AsyncCheckpointer(ocp.PyTreeCheckpointHandler())
@@ -211,7 +213,7 @@ def _check_entries(where: str, entries: Any, what: str) -> list[dict]:
 
 
 def _check_trainer_entry(where: str, entry: Any) -> None:
-    if not (isinstance(entry, dict) and set(entry) == {"optimizer", "num_update", "states"} and
+    if not (isinstance(entry, dict) and set(entry) - {"loss_scaler"} == {"optimizer", "num_update", "states"} and
             isinstance(entry["optimizer"], str) and type(entry["num_update"]) is int and
             0 <= entry["num_update"] < 2 ** 53 and isinstance(entry["states"], list)):
         raise FormatError(f"{where}: invalid 'trainer' entry in the manifest")
@@ -287,7 +289,7 @@ def _replicated_like(sharding: Any) -> Any:
 
 def _trainer_plan(path: str, saved: dict | None, trainer: Any, targets: dict) -> tuple[dict, list]:
     """Check the saved trainer entry against ``trainer``; return the plan (the leaf count per Parameter,
-    in saved order, and the update count) and the abstract state leaves to restore."""
+    in saved order, the update count and the loss scaler's restorer) and the abstract state leaves to restore."""
     if saved is None:
         raise ValueError(f"load_checkpoint: {path!r} was saved without trainer states")
     optimizer = type(trainer.optimizer).__name__
@@ -323,7 +325,8 @@ def _trainer_plan(path: str, saved: dict | None, trainer: Any, targets: dict) ->
             leaf_sharding = sharding if leaf_shape == shape else _replicated_like(sharding)
             abstract.append(jax.ShapeDtypeStruct(leaf_shape, jnp.dtype(leaf_dtype), sharding=leaf_sharding))
         layout.append((param, len(got)))
-    return {"layout": layout, "num_update": saved["num_update"]}, abstract
+    restore_scaler = trainer._scaler_restorer(saved.get("loss_scaler"), f"load_checkpoint: {path!r}")
+    return {"layout": layout, "num_update": saved["num_update"], "restore_scaler": restore_scaler}, abstract
 
 
 def _trainer_change(trainer: Any, plan: dict, leaves: list) -> Callable[[], None]:
@@ -336,6 +339,7 @@ def _trainer_change(trainer: Any, plan: dict, leaves: list) -> Callable[[], None
         trainer._states.clear()  # in place: compiled steps write states back into this dict
         trainer._states.update(states)
         trainer.optimizer.num_update = plan["num_update"]
+        plan["restore_scaler"]()
     return apply
 
 
