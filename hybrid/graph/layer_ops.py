@@ -15,6 +15,7 @@ import numpy as np
 from jax import lax
 
 from .ops import OpPattern as P, big_op, call, register
+from .target import Target
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -137,8 +138,8 @@ def shiftable_depthwise(x_shape, weight_shape, groups, layout, weight_layout) ->
 def depthwise_runs_shifted(x_shape, weight_shape, groups, layout, weight_layout) -> bool:
     """Whether a convolution runs as a sum of shifted products: a shiftable depthwise one on XLA:CPU,
     whose grouped convolution is several times slower than that."""
-    return shiftable_depthwise(x_shape, weight_shape, groups, layout, weight_layout) and \
-        jax.default_backend() == "cpu"
+    return Target.for_backend().depthwise_as_shifts and \
+        shiftable_depthwise(x_shape, weight_shape, groups, layout, weight_layout)
 
 
 def _depthwise_as_sum(x, weight, strides, padding, dilation, layout, weight_layout):
@@ -385,7 +386,7 @@ def dense_group(x, weights: Sequence, biases: Sequence, flatten: bool = True):
 def attention_general(q, k, v, *, q_perm, k_perm, v_perm, out_perm, n_batch: int, scale: float):
     """Attention on operands in any layout: each is transposed by its ``*_perm`` to
     ``(batch..., length, head_dim)``; the result ``(batch..., T, head_dim)`` is transposed by ``out_perm``."""
-    lower = _attention_fused if jax.default_backend() == "gpu" else _attention_einsum
+    lower = _attention_fused if Target.for_backend().fused_attention else _attention_einsum
     return lower(q, k, v, q_perm, k_perm, v_perm, out_perm, n_batch, scale)
 
 

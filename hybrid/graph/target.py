@@ -21,11 +21,16 @@ class Target:
       splitting the output of one wide matmul costs more than the launches ``horizontal_fusion`` saves).
     - ``depthwise_as_shifts``: depthwise convolutions run as sums of shifted products, fastest in their
       channels-first layout (XLA:CPU's grouped convolution is several times slower).
+    - ``fused_attention``: attention runs as ``jax.nn.dot_product_attention`` (cuDNN's fused kernel on
+      GPUs) rather than as two einsums around a softmax.
+
+    The layer implementations ask the target of the backend they run on (:meth:`for_backend`).
     """
 
     backend: str
     skipped_passes: tuple[str, ...] = ()
     depthwise_as_shifts: bool = False
+    fused_attention: bool = False
 
     @classmethod
     def for_backend(cls, backend: str | None = None) -> "Target":
@@ -33,7 +38,7 @@ class Target:
         backend = backend or jax.default_backend()
         if backend == "cpu":
             return cls("cpu", skipped_passes=("horizontal_fusion",), depthwise_as_shifts=True)
-        return cls(backend)
+        return cls(backend, fused_attention=backend == "gpu")
 
     def __str__(self) -> str:
         skipped = ", ".join(self.skipped_passes) or "none"
