@@ -173,6 +173,8 @@ class Trainer:
                     "parameters in this iteration; if that is intended, call step(batch_size, "
                     "ignore_stale_grad=True) to skip them.")
             if not active:
+                if self._amp_loss_scaler is not None:
+                    self._amp_loss_scaler.begin_step()  # the scaled gradients of this step are not used
                 return
         self._optimizer.rescale_grad = self._scale / batch_size
         rescale = np.float32(self._optimizer.rescale_grad)

@@ -440,3 +440,22 @@ def test_a_bad_loss_scaler_state_is_refused_and_changes_nothing():
     assert scaler.state_dict() == {"loss_scale": 8.0, "good_steps": 0, "skipped_steps": 0}
     scaler.load_state_dict({"loss_scale": 512.0, "good_steps": 7, "skipped_steps": 2})
     assert (scaler.loss_scale, scaler.good_steps, scaler.skipped_steps) == (512.0, 7, 2)
+
+
+def test_a_step_that_updates_nothing_does_not_carry_its_scale_to_the_next():
+    a, b = hybrid.Parameter("a", shape=(2,)), hybrid.Parameter("b", shape=(2,))
+    for p in (a, b):
+        p.initialize()
+        p.set_data(np.ones(2, np.float32))
+    trainer = Trainer([a], "sgd", {"learning_rate": 0.5})
+    amp.init_trainer(trainer, init_scale=64.0)
+    with autograd.record():
+        other = jnp.sum(b.data() * 3.0)  # a loss that reaches no parameter of the trainer
+    with amp.scale_loss(other, trainer) as scaled:
+        autograd.backward(scaled)
+    trainer.step(1, ignore_stale_grad=True)  # nothing to update
+    with autograd.record():
+        plain = jnp.sum(a.data() * jnp.asarray([2.0, -4.0]))
+    autograd.backward(plain)  # not scaled: the step must not divide by 64
+    trainer.step(1)
+    assert_close(a.data(), [1.0 - 1.0, 1.0 + 2.0], rtol=0, atol=1e-6)
