@@ -270,12 +270,18 @@ def _input_key(value: Any) -> tuple:
 class LazyTrace(core.Trace):
     """The JAX trace of a recording scope: stages every operation on the tape."""
 
-    __slots__ = ("tape",)
+    __slots__ = ("_tape",)
 
     def __init__(self, tape: "Tape"):
         super().__init__()
-        self.tape = tape
+        # weak: the tape holds its trace, and a cycle would leave every finished tape to Python's
+        # garbage collector, whose collections then cost each step more the more objects a process holds
+        self._tape = weakref.ref(tape)
         self.requires_low = False
+
+    @property
+    def tape(self) -> "Tape":
+        return self._tape()
 
     def stage_value(self, val):
         # a constant made into an array (jnp.asarray of NumPy data): an ordinary array of the parent trace
