@@ -326,9 +326,9 @@ class Trainer:
             create = self._optimizer.create_state_multi_precision
             with _functional.no_frame():
                 weights = [p._data for p in missing]
-                with jax.ensure_compile_time_eval():  # concrete arrays, also inside a hybrid.compile trace
-                    created = _filled_on_host(create, weights)
-                    if created is None:
+                created = _filled_on_host(create, weights)
+                if created is None:
+                    with jax.ensure_compile_time_eval():  # concrete arrays, also inside a hybrid.compile trace
                         created = jax.jit(lambda weights: [create(w) for w in weights])(weights)
             self._states.update(zip(missing, created))
         return [self._states.get(p) or self._state(p) for p in params]
@@ -475,12 +475,14 @@ def _filled_on_host(create: Callable, weights: list) -> list[tuple] | None:
         leaves += [np.full(shape, value, dtype) for shape, value, dtype in template]
         devices += [next(iter(weight.devices()))] * len(template)
         sizes.append(len(template))
-    return list(_group(jax.device_put(leaves, devices), tuple(sizes)))
+    with jax.ensure_compile_time_eval():  # concrete arrays, also inside a hybrid.compile trace
+        return list(_group(jax.device_put(leaves, devices), tuple(sizes)))
 
 
 def _fill_template(create: Callable, aval: Any) -> list[tuple] | None:
     """(shape, value, dtype) of each result of ``create`` on ``aval``, or None unless each is a literal or a
-    ``broadcast_in_dim`` of one."""
+    ``broadcast_in_dim`` of one. (Not under ``jax.ensure_compile_time_eval``, where the trace would hold
+    the results as computed constants.)"""
     closed = jax.make_jaxpr(create)(aval)
     fills = {}
     for eqn in closed.jaxpr.eqns:

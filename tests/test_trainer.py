@@ -241,3 +241,15 @@ def test_states_made_together_equal_each_optimizers_own(name):
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert len({id(leaf) for state in states for leaf in state}) == sum(map(len, states))  # no buffer shared
+
+
+def test_zero_states_are_made_without_compiling(caplog):
+    import logging
+    params = [Parameter(f"p{i}", shape=(4 + i, 3)) for i in range(3)]
+    for p in params:
+        p.initialize()
+    trainer = Trainer(params, "adam")
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING, logger="jax"):
+        trainer._states_of(params)
+    assert not [r for r in caplog.records if r.getMessage().startswith("Compiling")]
+    assert len(trainer._states) == 3
