@@ -57,6 +57,6 @@ def test_train_with_optax_quick(capsys):
 
 
 def test_train_digits_reaches_high_accuracy(capsys):
-    accuracy = _load("train_digits").main(["--epochs", "3"])
+    accuracy = _load("train_digits").main(["--epochs", "2"])
     assert accuracy > 0.9  # the README's first example: a CNN on scikit-learn's 8x8 digits
     assert "final held-out accuracy" in capsys.readouterr().out
