@@ -297,9 +297,9 @@ def test_the_overflow_check_updates_donated_buffers_in_place():
         analysis = program.lower(weights, weights, states, np.float32(0.1), np.float32(1.0),
                                  scaler_state).compile().memory_analysis()
         assert analysis.alias_size_in_bytes >= updated_bytes  # weights and states reuse their buffers
-        temps[guard is None] = analysis.temp_size_in_bytes
+        temps["guarded" if guard else "plain"] = analysis.temp_size_in_bytes
     # a select between new and old values would hold a second copy of most of them (about 0.7x)
-    assert temps[False] - temps[True] < 0.15 * updated_bytes, temps
+    assert temps["guarded"] - temps["plain"] < 0.15 * updated_bytes, temps
 
 
 def test_unscale_inside_a_compiled_step_gives_the_true_gradients():
