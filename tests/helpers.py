@@ -143,6 +143,36 @@ def check_hybridized_equals_eager(case, training, rng, param_free):
         assert_close(grads_h[name], grads_e[name], rtol=1e-4, atol=1e-5)
 
 
+
+def layer_case_tests(cases, first_training=False) -> dict:
+    """The standard tests of a list of ``LayerCase``, by name, for a layer test module to take with
+    ``globals().update(layer_case_tests(CASES))``: forward against NumPy, hybridized against eager (each
+    case in one mode, see :func:`alternating_modes`), parameter gradients against finite differences,
+    and input gradients of parameter-free layers (when there are any; hybridized, they are compared above)."""
+    with_params = [c for c in cases if c.make().collect_params()]
+    param_free = [c for c in cases if c not in with_params]
+
+    @pytest.mark.parametrize("case", cases, ids=[c.name for c in cases])
+    def test_forward_matches_numpy(case, rng):
+        check_forward_matches_numpy(case, rng)
+
+    @pytest.mark.parametrize("case, training", alternating_modes(cases, first_training))
+    def test_hybridized_equals_eager(case, training, rng):
+        check_hybridized_equals_eager(case, training, rng, param_free=case in param_free)
+
+    @pytest.mark.parametrize("case", with_params, ids=[c.name for c in with_params])
+    def test_gradients_match_finite_differences(case, rng):
+        check_gradients_match_finite_differences(case, rng)
+
+    @pytest.mark.parametrize("case", param_free, ids=[c.name for c in param_free])
+    def test_input_gradients_of_parameter_free_layers(case, rng):
+        check_input_gradients_of_parameter_free_layer(case, False, rng)
+
+    tests = [test_forward_matches_numpy, test_hybridized_equals_eager, test_gradients_match_finite_differences]
+    if param_free:
+        tests.append(test_input_gradients_of_parameter_free_layers)
+    return {test.__name__: test for test in tests}
+
 # -- graph passes -----------------------------------------------------------------------------------
 def check_equivalent(before, after, args, rtol=1e-5, atol=1e-5):
     """Outputs and gradients (w.r.t. every float input) of the two graphs agree."""

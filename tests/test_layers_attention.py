@@ -10,9 +10,7 @@ from hybrid.errors import ShapeError
 import references as ref
 import references_nn as refn
 from conftest import assert_close
-from helpers import (LayerCase, alternating_modes, check_forward_matches_numpy,
-                     check_gradients_match_finite_differences, check_hybridized_equals_eager, clone_params,
-                     layer_arrays)
+from helpers import LayerCase, clone_params, layer_arrays, layer_case_tests
 
 
 CASES = [
@@ -24,24 +22,7 @@ CASES = [
                                                                               pre_norm=True, layer_norm_eps=1e-3),
               (2, 3, 8), lambda a: refn.transformer_encoder(a["x"], a, 4, True, 1e-3, refn.ACTIVATIONS["gelu_erf"])),
 ]
-IDS = [c.name for c in CASES]
-WITH_PARAMS = [c for c in CASES if c.make().collect_params()]
-PARAM_FREE = [c for c in CASES if c not in WITH_PARAMS]
-
-
-@pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_forward_matches_numpy(case, rng):
-    check_forward_matches_numpy(case, rng)
-
-
-@pytest.mark.parametrize("case, training", alternating_modes(CASES, first_training=True))
-def test_hybridized_equals_eager(case, training, rng):
-    check_hybridized_equals_eager(case, training, rng, param_free=case in PARAM_FREE)
-
-
-@pytest.mark.parametrize("case", WITH_PARAMS, ids=[c.name for c in WITH_PARAMS])
-def test_gradients_match_finite_differences(case, rng):
-    check_gradients_match_finite_differences(case, rng)
+globals().update(layer_case_tests(CASES, first_training=True))
 
 
 def _cross_attention(rng):

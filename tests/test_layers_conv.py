@@ -8,9 +8,7 @@ import pytest
 from hybrid import nn
 
 import references_nn as refn
-from helpers import (LayerCase, alternating_modes, check_forward_matches_numpy,
-                     check_gradients_match_finite_differences, check_hybridized_equals_eager,
-                     check_input_gradients_of_parameter_free_layer)
+from helpers import LayerCase, layer_case_tests
 
 
 def _last(reference):
@@ -84,29 +82,7 @@ CASES = [
     LayerCase("reflectionpad2d", lambda: nn.ReflectionPad2D((1, 2, 2, 0)), (1, 2, 4, 3),
               lambda a: np.pad(a["x"], ((0, 0), (0, 0), (1, 2), (2, 0)), mode="reflect")),
 ]
-IDS = [c.name for c in CASES]
-WITH_PARAMS = [c for c in CASES if c.make().collect_params()]
-PARAM_FREE = [c for c in CASES if c not in WITH_PARAMS]
-
-
-@pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_forward_matches_numpy(case, rng):
-    check_forward_matches_numpy(case, rng)
-
-
-@pytest.mark.parametrize("case, training", alternating_modes(CASES, first_training=False))
-def test_hybridized_equals_eager(case, training, rng):
-    check_hybridized_equals_eager(case, training, rng, param_free=case in PARAM_FREE)
-
-
-@pytest.mark.parametrize("case", WITH_PARAMS, ids=[c.name for c in WITH_PARAMS])
-def test_gradients_match_finite_differences(case, rng):
-    check_gradients_match_finite_differences(case, rng)
-
-
-@pytest.mark.parametrize("case", PARAM_FREE, ids=[c.name for c in PARAM_FREE])
-def test_input_gradients_of_parameter_free_layers(case, rng):
-    check_input_gradients_of_parameter_free_layer(case, False, rng)  # hybridized: compared above
+globals().update(layer_case_tests(CASES))
 
 
 @pytest.mark.parametrize("hybridize", [False, True])
