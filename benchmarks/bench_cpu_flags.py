@@ -33,7 +33,6 @@ import argparse
 import collections
 import glob
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -55,6 +54,7 @@ if __name__ == "__main__" and {"--worker", "--torch-worker"} & set(sys.argv):  #
 from benchmarks.common import table  # noqa: E402
 from benchmarks.run_suite import WorkerProcess  # noqa: E402
 from benchmarks.suite import spec  # noqa: E402
+from benchmarks.suite.worker import serve  # noqa: E402
 
 YNN_OFF = "--xla_cpu_experimental_ynn_fusion_type="
 ONEDNN = "--xla_cpu_use_onednn=true"
@@ -395,23 +395,7 @@ class FlagsWorker:
 
 
 def worker_main(torch_worker: bool = False) -> None:
-    replies = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    worker = TorchWorker() if torch_worker else FlagsWorker(os.environ["BENCH_DUMP_DIR"])
-    for line in sys.stdin:
-        request = json.loads(line)
-        command = request.pop("cmd")
-        if command == "exit":
-            break
-        try:
-            reply = getattr(worker, command)(**request)
-        except Exception as exc:  # noqa: BLE001 - the parent reports it
-            import traceback
-            traceback.print_exc()
-            reply = {"status": "error", "reason": "%s: %s" % (type(exc).__name__, exc)}
-        replies.write(json.dumps(reply) + "\n")
-        replies.flush()
+    serve(lambda: TorchWorker() if torch_worker else FlagsWorker(os.environ["BENCH_DUMP_DIR"]))
 
 
 class FlagsProcess(WorkerProcess):

@@ -121,13 +121,14 @@ def pin_cpus():
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:count])
 
 
-def main():
-    framework = sys.argv[1]
-    pin_cpus()
+def serve(make_worker):
+    """Answer JSON-line requests ``{"cmd": METHOD, ...keyword arguments}`` on stdin by calling the method of
+    ``make_worker()`` and writing its reply on stdout, until ``{"cmd": "exit"}``; a failure is replied as
+    ``{"status": "error", "reason": ...}`` with its traceback on stderr."""
     reply_stream = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # stray prints of the frameworks must not corrupt the replies
     sys.stdout = sys.stderr
-    worker = Worker(framework)
+    worker = make_worker()
     for line in sys.stdin:
         request = json.loads(line)
         command = request.pop("cmd")
@@ -140,6 +141,12 @@ def main():
             reply = {"status": "error", "reason": "%s: %s" % (type(exc).__name__, exc)}
         reply_stream.write(json.dumps(reply) + "\n")
         reply_stream.flush()
+
+
+def main():
+    framework = sys.argv[1]
+    pin_cpus()
+    serve(lambda: Worker(framework))
 
 
 if __name__ == "__main__":
