@@ -1,7 +1,10 @@
 """Helpers shared by several test modules: running a block eagerly and hybridized and collecting
-gradients, the table-driven layer checks, graph equivalence, a small checkpointed network, and
+gradients, running a script on several simulated CPU devices, the table-driven layer checks, graph equivalence, a small checkpointed network, and
 MXNet files written byte by byte. Test modules import from here, never from one another."""
+import os
 import struct
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -15,6 +18,16 @@ from hybrid import autograd, graph, init, nn
 
 import references as ref
 from conftest import assert_close
+
+
+def run_on_cpu_devices(script: str, count: int = 2) -> str:
+    """Run ``script`` in a fresh Python with ``count`` simulated CPU devices (JAX reads the flag only at
+    start-up); return its stdout, asserting that it succeeded."""
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={count}", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
 
 
 def run_with_grads(net, inputs, training, head_grad_seed=0):

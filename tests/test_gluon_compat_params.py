@@ -1,10 +1,6 @@
 """Gluon's ParameterDict on what collect_params() returns (a dict subclass with initialize, setattr, zero_grad,
 reset_ctx, list_ctx, save, load and a refusing update), Parameter.list_ctx, and Gluon 1.x block construction:
 name_scope(), prefix= and params= on every Block, and Constant(name, value)."""
-import os
-import subprocess
-import sys
-
 import jax
 import numpy as np
 import pytest
@@ -13,6 +9,8 @@ import hybrid
 from hybrid import Constant, Parameter, autograd, init, nn
 from hybrid.errors import DeferredInitializationError, ShapeError, UninitializedParameterError
 from hybrid import ParameterDict
+
+from helpers import run_on_cpu_devices
 
 
 def two_layers():
@@ -120,12 +118,8 @@ print(params.list_ctx() == [d0, d1], params["0.weight"].data().devices() == {d0}
 def test_initialize_and_reset_ctx_place_parameters_on_another_device():
     """Two CPU devices in a subprocess: initialize(ctx=second) puts the data (deferred too) on the second,
     reset_ctx moves a selection back, list_ctx lists both."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, "-c", TWO_DEVICES], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
     # ones weights, zero biases: x = (1, 2) -> (3, 3, 3) -> 9
-    assert out.stdout.split("\n")[:2] == ["True True [[9.0]]", "True True"]
+    assert run_on_cpu_devices(TWO_DEVICES).split("\n")[:2] == ["True True [[9.0]]", "True True"]
 
 
 def test_update_refuses_a_name_bound_to_another_parameter():

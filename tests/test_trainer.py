@@ -1,7 +1,3 @@
-import os
-import subprocess
-import sys
-
 import jax
 import numpy as np
 import pytest
@@ -11,6 +7,7 @@ from hybrid import HybridBlock, Parameter, Trainer, _lazy, autograd, init, nn, o
 from hybrid.errors import StaleGradientError
 
 from conftest import assert_close
+from helpers import run_on_cpu_devices
 
 
 class Scaled(HybridBlock):
@@ -219,11 +216,8 @@ print(len(leaves), all(leaf.devices() == {d1} for leaf in leaves), net[0].weight
 
 def test_optimizer_states_are_made_on_their_weights_device():
     """Two CPU devices in a subprocess: the states filled on the host go to the second device with their weights."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, "-c", STATES_ON_THE_WEIGHTS_DEVICE], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["12", "True", "True"]  # 4 parameters x (mean, variance, step count)
+    out = run_on_cpu_devices(STATES_ON_THE_WEIGHTS_DEVICE)
+    assert out.split() == ["12", "True", "True"]  # 4 parameters x (mean, variance, step count)
 
 
 @pytest.mark.parametrize("name", sorted(set(optimizer.optimizer._REGISTRY) - {"optax"}))
