@@ -760,6 +760,33 @@ def test_waiting_for_packed_gradients_does_not_split_them(data):
     assert_close(grad, expected[0], **TOL)
 
 
+def test_large_gradients_come_back_as_they_are_and_small_ones_packed(rng):
+    """A gradient of at least PACK_BELOW_BYTES is a program output of its own (copying it into the packed
+    buffer would cost more than the output saves); the small ones share one buffer. Both equal jax.grad."""
+    x = jnp.asarray(rng.standard_normal((8, 256)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, 3, 8))
+    net = nn.HybridSequential()
+    net.add(nn.Dense(128, activation="tanh", in_units=256), nn.Dense(3, in_units=128))
+    net.initialize(init.Xavier())
+    vals = values_of(net)
+    assert vals[0].nbytes >= _lazy.PACK_BELOW_BYTES > max(v.nbytes for v in vals[1:])
+    with autograd.record():
+        l = loss.SoftmaxCELoss()(net(x), y).mean()
+    autograd.backward(l)
+    np.asarray(l)
+    grads = [p.grad() for p in net.collect_params().values()]
+    pack = grads[0]._packed[0]
+    assert all(g._packed[0] is pack for g in grads)
+    assert [a.shape for a in pack.layout.buffer_avals] == [(128 + 3 * 128 + 3,), (128, 256)]
+    assert pack.buffers[1].shape == (128, 256)  # the large gradient itself, not a slice of a buffer
+
+    def ref(v):
+        w0, b0, w1, b1 = v
+        return jnp.mean(ref_softmax_ce(jnp.tanh(x @ w0.T + b0) @ w1.T + b1, y))
+    for g, e in zip(grads, jax.grad(ref)(vals)):
+        assert_close(g, e, **TOL)
+
+
 @pytest.mark.parametrize("hybridize", [False, True], ids=["eager", "hybridized"])
 def test_finished_steps_leave_no_cyclic_garbage(hybridize, data):
     """Every object of a recorded step is freed by reference counting: cyclic garbage would make Python's
