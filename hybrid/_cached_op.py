@@ -428,7 +428,20 @@ class CachedOp:
 
     def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: _functional.Frame) -> Any:
         rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
-        outputs, states = entry.infer_in_frame([p.data() for p in entry.params], entry.with_attributes(arrays), rng)
+        hoisted = entry.infer if isinstance(entry.infer, _HoistedInfer) else None
+        prepared = None
+        if hoisted is not None and isinstance(frame, _functional.CompileFrame) and not _context.current().recording:
+            # inference inside hybrid.compile: the parameter-only work comes from the hoisted program's
+            # cache, as a value read at every call, instead of being redone by every call of the step
+            params = entry.params
+            prepared = frame.read_derived(("prepared", hoisted), [("data", p) for p in params],
+                                          lambda: hoisted.prepared_for([p._data for p in params]))
+        if prepared is not None:
+            outputs, states = hoisted.main([p.data() for p in entry.params], prepared, entry.with_attributes(arrays),
+                                           rng)
+        else:
+            outputs, states = entry.infer_in_frame([p.data() for p in entry.params], entry.with_attributes(arrays),
+                                                   rng)
         entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
@@ -461,9 +474,14 @@ class _HoistedInfer:
         self._source: tuple = ()  # weak references: holding the arrays would keep a training step
         self._prepared: list = []  # from reusing their buffers (and change its program)
 
-    def __call__(self, state_values: list, param_values: list, input_values: list, rng: tuple) -> tuple:
+    def prepared_for(self, param_values: list) -> list:
+        """The results of the parameter-only work on ``param_values`` (computed when they changed)."""
         source = self._source
         if len(source) != len(param_values) or not all(ref() is value for ref, value in zip(source, param_values)):
-            self._prepared = self.prepare(param_values)
+            with _lazy.eval_trace():  # concrete results, also when asked while a step is traced
+                self._prepared = self.prepare(param_values)
             self._source = tuple(map(weakref.ref, param_values))
-        return self.main(param_values, self._prepared, input_values, rng)
+        return self._prepared
+
+    def __call__(self, state_values: list, param_values: list, input_values: list, rng: tuple) -> tuple:
+        return self.main(param_values, self.prepared_for(param_values), input_values, rng)

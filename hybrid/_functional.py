@@ -142,6 +142,13 @@ class CompileFrame(Frame):
         self.missing_cells[key] = getter
         return value
 
+    def read_derived(self, key: Any, sources: list, getter: Callable[[], Any]) -> Any:
+        """A cell computed from the cells ``sources`` as they are before the step (weights put in a
+        kernel's layout, say): read as :meth:`read` does; None once the step has written one of them."""
+        if any(source in self.writes for source in sources):
+            return None
+        return self.read(key, getter)
+
     def write(self, key: Any, getter: Callable[[], Any], setter: Callable[[Any], None], value: Any) -> None:
         """Set a cell; the value is written back with ``setter`` after every call."""
         self.writes[key] = value

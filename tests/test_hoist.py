@@ -113,3 +113,49 @@ def test_inference_between_training_steps_keeps_the_step_program():
     compiles = _lazy.Stats.compiles
     step()
     assert _lazy.Stats.compiles == compiles
+
+
+def _count_prepares(hoisted, monkeypatch):
+    calls = []
+    prepare = hoisted.prepare
+    monkeypatch.setattr(hoisted, "prepare", lambda values: (calls.append(1), prepare(values))[1])
+    return calls
+
+
+def test_compiled_inference_reads_the_hoisted_work_once_per_parameter_change(rng, monkeypatch):
+    """hybrid.compile of a predict step takes the prepared (folded, relaid) weights from the hoisted program's
+    cache instead of redoing that work at every call, and follows every change of the parameters."""
+    net = conv_bn_net()
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    net(x)
+    net.hybridize()
+    predict = hybrid.compile(lambda x: net(x))
+    np.testing.assert_allclose(predict(x), numpy_reference(net, x), rtol=1e-4, atol=1e-4)
+    hoisted = next(iter(net._cached_op.entries.values())).infer
+    calls = _count_prepares(hoisted, monkeypatch)
+    for _ in range(3):
+        np.testing.assert_allclose(predict(x), numpy_reference(net, x), rtol=1e-4, atol=1e-4)
+    assert calls == []  # the parameters did not change: nothing prepared again
+    for name in ("0.weight", "1.running_var", "3.weight"):
+        param = net.collect_params()[name]
+        param.set_data(np.asarray(param.data()) * 1.5 + 0.1)
+        np.testing.assert_allclose(predict(x), numpy_reference(net, x), rtol=1e-4, atol=1e-4)
+    assert len(calls) == 3 and predict.num_programs == 1
+
+
+def test_compiled_step_calling_the_net_after_updating_it_uses_the_new_weights(rng):
+    """Inside a step that changes the parameters before an inference call, that call cannot use weights
+    prepared before the step: it computes from the new values."""
+    net = conv_bn_net()
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    net(x)
+    net.hybridize()
+    weight = net.collect_params()["0.weight"]
+
+    def halve_then_predict(x):
+        weight.set_data(weight.data() * 0.5)
+        return net(x)
+    step = hybrid.compile(halve_then_predict)
+    for _ in range(2):
+        out = step(x)
+        np.testing.assert_allclose(out, numpy_reference(net, x), rtol=1e-4, atol=1e-4)
