@@ -14,6 +14,7 @@ FRAMEWORKS = OrderedDict([
     ("hybrid_mean_head", ("hybrid_models", "mean_head")),  # as gluon_loop, backward on loss.mean(), step(1)
     ("hybrid_compiled", ("hybrid_models", "compiled")),
     ("jax_handwritten", ("jax_handwritten", None)),
+    ("jax_handwritten_oihw", ("jax_handwritten", "oihw")),  # convolution kernels stored OIHW, as in Gluon
     ("flax_nnx", ("flax_nnx", None)),
     ("equinox", ("equinox_models", None)),
     ("torch_eager", ("torch_models", "eager")),

@@ -5,6 +5,10 @@ momentum, BatchNorm running statistics) is ONE ``jax.jit`` program that donates 
 state buffers, so a step allocates nothing new and costs one dispatch. Images run channels-last (NHWC, HWIO
 kernels), the layout XLA:CPU's convolutions use natively; the CNN's classifier weight is permuted once at
 build time so that it reads the NHWC flattening and the model stays the canonical one.
+
+The ``oihw`` variant (framework ``jax_handwritten_oihw``) keeps convolution kernels as Gluon, PyTorch and
+hybrid store them (OIHW) and moves them to HWIO inside the step, as a framework with that storage must:
+the difference between the two is the price of the storage layout alone.
 """
 from __future__ import annotations
 
@@ -118,7 +122,18 @@ def build(model, batch, variant=None):
     init = spec.init_params(model)
     train_names = tuple(n for n, _, kind in spec_ if not kind.startswith("state"))
     state_names = tuple(n for n, _, kind in spec_ if kind.startswith("state"))
-    params = [jnp.asarray(spec.channels_last(model, n, init[n])) for n in train_names]
+    if variant not in (None, "oihw"):
+        raise ValueError(f"unknown jax_handwritten variant {variant!r}")
+    oihw = variant == "oihw"
+    params = [jnp.asarray(init[n] if oihw and init[n].ndim == 4 else spec.channels_last(model, n, init[n]))
+              for n in train_names]
+    names = train_names + state_names
+
+    def by_name(params, state):
+        values = tuple(params) + tuple(state)
+        if oihw:
+            values = tuple(v.transpose(2, 3, 1, 0) if v.ndim == 4 else v for v in values)
+        return dict(zip(names, values))
     state = [jnp.asarray(init[n]) for n in state_names]
     momentum = [jnp.zeros_like(w) for w in params]
     x, y = spec.data(model, batch)
@@ -126,7 +141,7 @@ def build(model, batch, variant=None):
     y = jnp.asarray(y)
 
     def loss_fn(params, state, x, y):
-        p = dict(zip(train_names + state_names, tuple(params) + tuple(state)))
+        p = by_name(params, state)
         logits, new_state = forward(model, p, x, True)
         return cross_entropy(logits, y), [new_state[n] for n in state_names]
 
@@ -138,7 +153,7 @@ def build(model, batch, variant=None):
 
     @jax.jit
     def predict(params, state, x):
-        return forward(model, dict(zip(train_names + state_names, tuple(params) + tuple(state))), x, False)[0]
+        return forward(model, by_name(params, state), x, False)[0]
 
     live = [params, momentum, state]
 
