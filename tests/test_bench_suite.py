@@ -123,3 +123,19 @@ def test_runner_end_to_end(tmp_path):
     assert len(rows[("jax_handwritten", "train")]["losses"]) == 3
     assert rows[("mxnet_gluon_eager", "infer")]["status"] == "not installed"
     assert "jax_handwritten" in out.with_suffix(".txt").read_text()
+
+
+def test_cpu_dispatch_bench_splits_each_call_into_its_two_parts():
+    """benchmarks/bench_cpu_dispatch.py runs (two calls per program) and prints, for each of its four
+    programs, the time until the call returns and the wait after it, which add up to the call's time."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "benchmarks/bench_cpu_dispatch.py", "--calls", "2"], cwd=root,
+                         capture_output=True, text=True, check=True, timeout=300).stdout
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+    assert list(rows) == ["wide", "deep", "limit", "recorded"]
+    for returned, waited, share, *_ in rows.values():
+        assert float(returned) > 0 and float(waited) >= 0
+        assert abs(int(share.rstrip("%")) - 100 * float(returned) / (float(returned) + float(waited))) <= 1
