@@ -18,6 +18,7 @@ and JAX operations on it outside the recording scope use that value.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 import weakref
@@ -520,7 +521,8 @@ class Tape:
         self.held: list = []
         self.live: dict[int, Any] = {}        # slot -> weakref to the LazyArray standing for it
         self.writes: dict[Any, tuple] = {}    # cell -> (slots, setter taking their values as a list)
-        self.replaced: dict[int, tuple] = {}  # input slot -> (cell, holders, slot of its new value): donation
+        # cell -> (holders, input slots it replaces, slots of their new values): what donation may reuse
+        self.replaced: dict[Any, tuple] = {}
         self.param_slots: dict[Any, int] = {}  # Parameter -> slot of the value read while recording
         self.tokens: set[int] = set()
         self.cacheable = True
@@ -737,13 +739,15 @@ class Tape:
         that ``slots[i]``'s value replaces; ``holders`` counts the references to each replaced array that
         the setter itself drops (the cells still holding it)."""
         self.writes[cell] = (tuple(slots), setter)
+        pairs = list(zip(replaced_slots, slots))
         ids = self.input_ids
         for old, new in zip(replaces, slots):
             slot = ids.get(id(old))
             if slot is not None:
-                self.replaced[slot] = (cell, holders, new)
-        entry = (cell, holders)
-        self.replaced.update(zip(replaced_slots, [entry + (new,) for new in slots]))
+                pairs.append((slot, new))
+        if pairs:
+            olds, news = zip(*pairs)
+            self.replaced[cell] = (holders, olds, news)
 
     def drop_packed(self, values: Sequence, reason: str) -> None:
         """Do not compute the packs of the packed LazyArrays among ``values`` (nothing will read them);
@@ -779,10 +783,9 @@ class Tape:
         write_cells = list(self.writes)
         write_slots = [s for c in write_cells for s in self.writes[c][0]]
         if out_slots or write_cells:
-            donate = self._donation(write_cells) if final else ()
+            donate, first = self._donation(write_cells) if final else ((), [])
             # each value once; the replacement of every donated input first and in the same order, so
             # that XLA gives it the donated buffer
-            first = [self.replaced[self.input_slots[i]][2] for i in donate]
             out_slots = list(dict.fromkeys(first + out_slots + write_slots))
             self._run(out_slots, write_cells, donate)
         if final:
@@ -830,21 +833,31 @@ class Tape:
             slots, setter = writes[cell]
             setter(list(map(value_of.__getitem__, slots)))
 
-    def _donation(self, write_cells: list) -> tuple[int, ...]:
-        """Positions (in the input list) of inputs that only the tape and a cell being overwritten hold."""
+    def _donation(self, write_cells: list) -> tuple[tuple[int, ...], list[int]]:
+        """Positions (in the input list) of inputs that only the tape and a cell being overwritten hold,
+        in order, and the slots of the values replacing them."""
         if not self.replaced or self.parent is not core.eval_trace:
-            return ()
-        writing = set(write_cells)
-        position, values, refcount, array = self.input_position, self.input_values, sys.getrefcount, jax.Array
-        chosen = []
-        for slot, (cell, holders, _) in self.replaced.items():
-            if cell in writing:
-                at = position[slot]
-                # references: the input list, getrefcount's argument and the cells being overwritten
-                if refcount(values[at]) <= 2 + holders and isinstance(values[at], array):
-                    chosen.append(at)
-        chosen.sort()
-        return tuple(chosen)
+            return (), []
+        position, values, refcount = self.input_position, self.input_values, sys.getrefcount
+        chosen: dict[int, int] = {}
+        for cell in write_cells:
+            entry = self.replaced.get(cell)
+            if entry is None:
+                continue
+            holders, olds, news = entry
+            ats = list(map(position.__getitem__, olds))
+            group = list(map(values.__getitem__, ats))
+            # references to each: the input list, `group`, getrefcount's argument and the cells being overwritten
+            limit = 3 + holders
+            counts = list(map(refcount, group))
+            if max(counts) <= limit and all(map(isinstance, group, itertools.repeat(jax.Array))):
+                chosen.update(zip(ats, news))
+                continue
+            for at, count, value, new in zip(ats, counts, group, news):
+                if count <= limit and isinstance(value, jax.Array):
+                    chosen[at] = new
+        donate = tuple(sorted(chosen))
+        return donate, list(map(chosen.__getitem__, donate))
 
     def _compile(self, key: tuple, outputs: list[int], donate: tuple[int, ...]) -> Callable:
         nodes, n_slots = list(self.nodes), len(self.avals)

@@ -508,6 +508,29 @@ def test_data_held_across_step_keeps_old_value(hybridize, where, data):
         assert_close(p.data(), v - 0.5 * g, **TOL)
 
 
+def test_a_held_array_keeps_its_buffer_and_the_others_are_reused(data):
+    """Holding one weight across a step keeps that buffer out of the donation; every other weight and
+    every momentum is still updated in place (its new array lives in the old buffer)."""
+    x, y, _ = data
+    net = make_mlp(True)
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5, "momentum": 0.9})
+    params = list(net.collect_params().values())
+    ce = loss.SoftmaxCELoss()
+    for _ in range(2):  # the second step runs the program that donates
+        _train_step(net, trainer, x, y, ce)
+
+    def pointers():  # no array is kept: holding one would stop its donation
+        return ([p.data().unsafe_buffer_pointer() for p in params],
+                [leaf.unsafe_buffer_pointer() for p in params for leaf in trainer._states[p]])
+    weights_before, states_before = pointers()
+    held = params[0].data()
+    _train_step(net, trainer, x, y, ce)
+    weights_after, states_after = pointers()
+    assert held.unsafe_buffer_pointer() == weights_before[0] != weights_after[0]
+    assert weights_after[1:] == weights_before[1:]
+    assert states_after == states_before
+
+
 # -- 7. no retrace for unrelated objects; structural changes do recompile ---------------------
 def _train_step(net, trainer, x, y, ce):
     with autograd.record():
