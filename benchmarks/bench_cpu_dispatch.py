@@ -44,26 +44,12 @@ def split_times(program, make_args, calls: int) -> tuple[float, float]:
 def recorded_program():
     """The recorded loop's step program, and a function making fresh arguments for it (it donates some)."""
     from benchmarks.bench_recorded_step import hybrid_step
-    from hybrid import _lazy
+    from benchmarks.common import capture_recorded_program
     run = hybrid_step("gluon_loop")
     for _ in range(3):
         run()
-    captured = {}
-    original = _lazy.Tape._run
-
-    def capture(tape, out_slots, write_cells, donate):
-        chosen = set(donate)
-        captured["given"] = [tape.input_values[i] + 0 for i in donate]
-        captured["kept"] = [v for i, v in enumerate(tape.input_values) if i not in chosen]
-        original(tape, out_slots, write_cells, donate)
-        captured["program"] = _lazy._PROGRAMS[(tuple(tape.key), tuple(out_slots), donate)]
-    _lazy.Tape._run = capture
-    try:
-        run()
-    finally:
-        _lazy.Tape._run = original
-    given, kept = captured["given"], captured["kept"]
-    return captured["program"], lambda: ([a + 0 for a in given], kept)
+    program, donated, kept = capture_recorded_program(run)
+    return program, lambda: ([a + 0 for a in donated], kept)
 
 
 def main() -> None:

@@ -64,28 +64,34 @@ def compiled_sgd_step(net, **placement) -> tuple[Callable, object]:
     return step, trainer
 
 
-def recorded_step_bytes(run: Callable[[], object]) -> int:
-    """XLA's memory figure (temporaries + arguments + outputs - aliased bytes) of the recorded program
-    that ``run()`` (one step of a recorded training loop) runs last."""
-    import numpy as np
+def capture_recorded_program(run: Callable[[], object]) -> tuple[Callable, list, list]:
+    """The recorded program that ``run()`` (one step of a recorded training loop) runs last, with copies
+    of the arrays it donated and the arrays it kept: ``program(donated, kept)`` runs it again."""
     from hybrid import _lazy
     captured = {}
     original = _lazy.Tape._run
 
-    def capture(tape, out_slots, write_cells, donate):
-        key = (tuple(tape.key), tuple(out_slots), donate)
+    def capture(tape, out_slots, write_cells, donate, *rest):
         chosen = set(donate)
-        captured["args"] = ([tape.input_values[i] for i in donate],
-                            [v for i, v in enumerate(tape.input_values) if i not in chosen])
-        original(tape, out_slots, write_cells, donate)
-        captured["program"] = _lazy._PROGRAMS[key]
+        captured["donated"] = [tape.input_values[i] + 0 for i in donate]  # the originals are donated
+        captured["kept"] = [v for i, v in enumerate(tape.input_values) if i not in chosen]
+        original(tape, out_slots, write_cells, donate, *rest)
+        captured["program"] = _lazy._PROGRAMS[(tuple(tape.key), tuple(out_slots), donate)]
     _lazy.Tape._run = capture
     try:
         run()
     finally:
         _lazy.Tape._run = original
+    return captured["program"], captured["donated"], captured["kept"]
+
+
+def recorded_step_bytes(run: Callable[[], object]) -> int:
+    """XLA's memory figure (temporaries + arguments + outputs - aliased bytes) of the recorded program
+    that ``run()`` (one step of a recorded training loop) runs last."""
+    import numpy as np
+    program, donated, kept = capture_recorded_program(run)
     specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jax.numpy.result_type(a)),
-                                   captured["args"])
-    analysis = captured["program"].lower(*specs).compile().memory_analysis()
+                                   (donated, kept))
+    analysis = program.lower(*specs).compile().memory_analysis()
     return int(analysis.temp_size_in_bytes + analysis.argument_size_in_bytes + analysis.output_size_in_bytes
                - analysis.alias_size_in_bytes)

@@ -18,6 +18,7 @@ and JAX operations on it outside the recording scope use that value.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import sys
@@ -387,6 +388,13 @@ def _run_grad(nodes: Sequence[_Node], index: int, node: _Node, env: list) -> lis
     if not create_graph:
         grads = [jax.lax.stop_gradient(g) for g in grads]
     return grads
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_positions(n: int, donate: tuple[int, ...]) -> tuple[int, ...]:
+    """The positions among ``n`` inputs that are not in ``donate``."""
+    chosen = set(donate)
+    return tuple(i for i in range(n) if i not in chosen)
 
 
 def _identity(value: Any) -> list:
@@ -779,15 +787,15 @@ class Tape:
     def _materialize(self, final: bool) -> None:
         if self.released:
             return
-        out_slots = [s for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]
+        pending = [(s, t) for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]
         write_cells = list(self.writes)
         write_slots = [s for c in write_cells for s in self.writes[c][0]]
-        if out_slots or write_cells:
+        if pending or write_cells:
             donate, first = self._donation(write_cells) if final else ((), [])
             # each value once; the replacement of every donated input first and in the same order, so
             # that XLA gives it the donated buffer
-            out_slots = list(dict.fromkeys(first + out_slots + write_slots))
-            self._run(out_slots, write_cells, donate)
+            out_slots = list(dict.fromkeys(first + [s for s, _ in pending] + write_slots))
+            self._run(out_slots, write_cells, donate, pending)
         if final:
             self.release()
 
@@ -796,7 +804,10 @@ class Tape:
         self.released = True
         self.nodes, self.input_values, self.input_ids, self.live, self.held = [], [], {}, {}, []
 
-    def _run(self, out_slots: list, write_cells: list, donate: tuple) -> None:
+    def _run(self, out_slots: list, write_cells: list, donate: tuple, pending: list | None = None) -> None:
+        """Run the program computing ``out_slots`` (donating the inputs at positions ``donate``), give the
+        ``pending`` (slot, LazyArray) pairs (default: every live one without a value) their values, and
+        apply the writes of ``write_cells``."""
         key = (tuple(self.key), tuple(out_slots), donate)
         program = _PROGRAMS.get(key) if self.cacheable else None
         new = program is None
@@ -810,9 +821,8 @@ class Tape:
                       len(self.nodes), len(out_slots), len(write_cells), len(donate))
         values = self.input_values
         if donate:
-            chosen = set(donate)
-            given = [values[i] for i in donate]
-            kept = [v for i, v in enumerate(values) if i not in chosen]
+            given = list(map(values.__getitem__, donate))
+            kept = list(map(values.__getitem__, _kept_positions(len(values), donate)))
         else:
             given, kept = [], values
         with core.set_current_trace(self.parent):
@@ -824,10 +834,10 @@ class Tape:
                 results = program(given, kept)
         del given
         value_of = dict(zip(out_slots, results))
-        for slot, ref in self.live.items():
-            tracer = ref()
-            if tracer is not None and tracer._value is None:
-                tracer._value = value_of[slot]
+        if pending is None:
+            pending = [(s, t) for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]
+        for slot, tracer in pending:
+            tracer._value = value_of[slot]
         writes, self.writes, self.replaced = self.writes, {}, {}
         for cell in write_cells:
             slots, setter = writes[cell]
