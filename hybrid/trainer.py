@@ -30,6 +30,8 @@ _DATA = operator.attrgetter("_data")
 _GRAD = operator.attrgetter("_grad")
 _LR_MULT = operator.attrgetter("lr_mult")
 _WD_MULT = operator.attrgetter("wd_mult")
+_SLOT = operator.attrgetter("_slot")
+_TAPE = operator.attrgetter("_tape")
 
 
 class Trainer:
@@ -221,11 +223,13 @@ class Trainer:
         """The update staged on the recording that computed the gradients, then the whole step run
         as one program (old weights and states donated where nothing else holds them)."""
         lr = self._next_learning_rate()
-        states = self._states_of(active)
+        states = list(map(self._states.get, active))
+        if None in states:
+            states = self._states_of(active)
         weights = list(map(_DATA, active))
         n = len(active)
         sizes = tuple(map(len, states))
-        flat_states = [leaf for state in states for leaf in state]
+        flat_states = list(itertools.chain.from_iterable(states))
         scaler_state = list(self._scaler_state(program))
         call, out_avals = self._flat_update(program, sizes, weights, flat_states + scaler_state)
         # slots of the weights as recorded (when the recorded arrays are still the parameters' data),
@@ -234,8 +238,13 @@ class Trainer:
         if None in weight_slots or not all(map(operator.is_, tape.values_of(weight_slots), weights)):
             weight_slots = tape.slots_of(weights, False)
         state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
-        # gradients recorded on another tape (several record() scopes before one step) enter as inputs
-        in_slots = (weight_slots + tape.slots_of(grads) + list(state_slots) + tape.slots_of(scaler_state)
+        try:  # the gradients of this recording's backward
+            grad_slots = list(map(_SLOT, grads)) if set(map(_TAPE, grads)) == {tape} else None
+        except AttributeError:
+            grad_slots = None
+        if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
+            grad_slots = tape.slots_of(grads)
+        in_slots = (weight_slots + grad_slots + list(state_slots) + tape.slots_of(scaler_state)
                     + tape.slots_of(self._on_device(lr, rescale)))
         slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes),
                          slots_only=True)
