@@ -11,6 +11,7 @@ gradients with respect to any arrays used inside ``record()``.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, Callable, Sequence
 
 import jax
@@ -18,6 +19,8 @@ import jax
 from . import _context, _functional, _lazy
 from .errors import AutogradError
 from .parameter import Parameter, unique_params
+
+_GRAD_REQ = operator.attrgetter("_grad_req")
 
 __all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training", "backward", "grad",
            "value_and_grad", "set_recording", "set_training", "stats"]
@@ -178,8 +181,14 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     head_grads = _head_grads(heads, head_grads, "backward()")
     needed = tape.depends_on([tape.slot_of(h) for h in heads])
     param_slots = tape.param_slots
-    trainable = [p for p in param_slots if p._grad_req != "null"]
-    params = [p for p in trainable if param_slots[p] in needed]
+    recorded = list(param_slots)
+    requests = list(map(_GRAD_REQ, recorded))
+    if "null" not in requests and needed.issuperset(param_slots.values()):
+        trainable = params = recorded  # the common case: every parameter read is trained and reached
+    else:
+        trainable = [p for p, req in zip(recorded, requests) if req != "null"]
+        params = [p for p in trainable if param_slots[p] in needed]
+        requests = list(map(_GRAD_REQ, params))
     if not params:
         if trainable:
             raise AutogradError(
@@ -189,7 +198,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         return  # nothing trainable was recorded: no gradient to write
     frame = _functional.compile_frame()
     wrt = list(map(param_slots.__getitem__, params))
-    if frame is None and all(p._grad_req == "write" for p in params):
+    if frame is None and requests.count("write") == len(requests):
         # the common case, without a Python call per parameter: the step's program returns the
         # gradients packed, and they are split into arrays only if someone reads them
         slots = tape.grad(heads, head_grads, wrt, False, slots_only=True)
