@@ -621,11 +621,11 @@ class Tape:
         return self.add("call", _identity, None, [slot], [self.aval(slot)], ("call", "identity"))[0]
 
     def packed(self, slots: Sequence[int], on_split: Callable[[Any, list], None] | None = None) -> list[LazyArray]:
-        """LazyArrays for ``slots`` that a program computes packed into one flat buffer per dtype
-        (one output instead of one per array). They are split together when one is first needed:
-        then ``on_split(pack, values)`` runs, where ``pack`` is ``x._packed[0]`` of each of them."""
-        avals = self.avals
-        member_avals = [avals[s] for s in slots]
+        """LazyArrays for ``slots`` that a program computes packed (see :class:`_PackLayout`: small ones
+        in one flat buffer per dtype, one output instead of one per array). They are split together when
+        one is first needed: then ``on_split(pack, values)`` runs, where ``pack`` is ``x._packed[0]`` of
+        each of them."""
+        member_avals = list(map(self.avals.__getitem__, slots))
         layout = _pack_layout(member_avals)
         pack = _Pack(layout, on_split)
         buffers = self.add("call", layout.pack, None, slots, layout.buffer_avals, ("call", "pack", layout),
