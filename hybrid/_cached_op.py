@@ -436,12 +436,11 @@ class CachedOp:
             params = entry.params
             prepared = frame.read_derived(("prepared", hoisted), [("data", p) for p in params],
                                           lambda: hoisted.prepared_for([p._data for p in params]))
+        param_values, inputs = [p.data() for p in entry.params], entry.with_attributes(arrays)
         if prepared is not None:
-            outputs, states = hoisted.main([p.data() for p in entry.params], prepared, entry.with_attributes(arrays),
-                                           rng)
+            outputs, states = hoisted.main(param_values, prepared, inputs, rng)
         else:
-            outputs, states = entry.infer_in_frame([p.data() for p in entry.params], entry.with_attributes(arrays),
-                                                   rng)
+            outputs, states = entry.infer_in_frame(param_values, inputs, rng)
         entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 

@@ -804,10 +804,9 @@ class Tape:
         self.released = True
         self.nodes, self.input_values, self.input_ids, self.live, self.held = [], [], {}, {}, []
 
-    def _run(self, out_slots: list, write_cells: list, donate: tuple, pending: list | None = None) -> None:
+    def _run(self, out_slots: list, write_cells: list, donate: tuple, pending: list) -> None:
         """Run the program computing ``out_slots`` (donating the inputs at positions ``donate``), give the
-        ``pending`` (slot, LazyArray) pairs (default: every live one without a value) their values, and
-        apply the writes of ``write_cells``."""
+        ``pending`` (slot, LazyArray) pairs their values, and apply the writes of ``write_cells``."""
         key = (tuple(self.key), tuple(out_slots), donate)
         program = _PROGRAMS.get(key) if self.cacheable else None
         new = program is None
@@ -834,8 +833,6 @@ class Tape:
                 results = program(given, kept)
         del given
         value_of = dict(zip(out_slots, results))
-        if pending is None:
-            pending = [(s, t) for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]
         for slot, tracer in pending:
             tracer._value = value_of[slot]
         writes, self.writes, self.replaced = self.writes, {}, {}
