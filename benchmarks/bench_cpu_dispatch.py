@@ -77,7 +77,8 @@ def main() -> None:
                 "recorded": (recorded, recorded_args)}
     for name, (program, make_args) in programs.items():
         returned, waited = split_times(program, make_args, args.calls)
-        print(f"  {name:9s} {returned:8.0f} {waited:8.0f}   {returned / (returned + waited):4.0%} in the calling thread")
+        share = returned / (returned + waited)
+        print(f"  {name:9s} {returned:8.0f} {waited:8.0f}   {share:4.0%} in the calling thread")
 
 
 if __name__ == "__main__":
