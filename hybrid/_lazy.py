@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import operator
 import sys
 import weakref
 from collections import OrderedDict
@@ -190,6 +191,10 @@ class LazyArray(core.Tracer):
     @property
     def nbytes(self):
         return self.aval.size * self.aval.dtype.itemsize
+
+
+_TAPE_OF = operator.attrgetter("_tape")
+_SLOT_OF = operator.attrgetter("_slot")
 
 
 def concrete(x: Any) -> Any:
@@ -654,6 +659,16 @@ class Tape:
                 key.append(_input_key(value) if keyed else _IMPLIED)
             out.append(slot)
         return out
+
+    def own_slots(self, values: Sequence) -> list[int] | None:
+        """The slots of ``values`` when every one is a LazyArray recorded on this tape, else None (a cheap
+        check for the common case, e.g. the gradients of this recording's backward)."""
+        try:
+            if set(map(_TAPE_OF, values)) != {self}:
+                return None
+        except AttributeError:  # not a LazyArray
+            return None
+        return list(map(_SLOT_OF, values))
 
     def slot_of(self, value: Any, keyed: bool = True) -> int:
         if isinstance(value, LazyArray) and value._tape is self:

@@ -30,8 +30,6 @@ _DATA = operator.attrgetter("_data")
 _GRAD = operator.attrgetter("_grad")
 _LR_MULT = operator.attrgetter("lr_mult")
 _WD_MULT = operator.attrgetter("wd_mult")
-_SLOT = operator.attrgetter("_slot")
-_TAPE = operator.attrgetter("_tape")
 
 
 class Trainer:
@@ -223,9 +221,7 @@ class Trainer:
         """The update staged on the recording that computed the gradients, then the whole step run
         as one program (old weights and states donated where nothing else holds them)."""
         lr = self._next_learning_rate()
-        states = list(map(self._states.get, active))
-        if None in states:
-            states = self._states_of(active)
+        states = self._states_of(active)
         weights = list(map(_DATA, active))
         n = len(active)
         sizes = tuple(map(len, states))
@@ -238,10 +234,7 @@ class Trainer:
         if None in weight_slots or not all(map(operator.is_, tape.values_of(weight_slots), weights)):
             weight_slots = tape.slots_of(weights, False)
         state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
-        try:  # the gradients of this recording's backward
-            grad_slots = list(map(_SLOT, grads)) if set(map(_TAPE, grads)) == {tape} else None
-        except AttributeError:
-            grad_slots = None
+        grad_slots = tape.own_slots(grads)
         if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
             grad_slots = tape.slots_of(grads)
         in_slots = (weight_slots + grad_slots + list(state_slots) + tape.slots_of(scaler_state)
@@ -330,6 +323,9 @@ class Trainer:
     def _states_of(self, params: list[Parameter]) -> list[tuple]:
         """The optimizer states of ``params``; missing ones are created together: filled on the host
         when every leaf is a constant fill (zeros for most optimizers), else in one program."""
+        states = list(map(self._states.get, params))
+        if None not in states:  # the usual case: every state exists
+            return states
         missing = [p for p in params if p not in self._states]
         if len(missing) > 1 and self._placement is None:
             create = self._optimizer.create_state_multi_precision
