@@ -71,12 +71,12 @@ def capture_recorded_program(run: Callable[[], object]) -> tuple[Callable, list,
     captured = {}
     original = _lazy.Tape._run
 
-    def capture(tape, out_slots, write_cells, donate, *rest):
+    def capture(tape, requested, write_cells, donate, *rest):
         chosen = set(donate)
         captured["donated"] = [tape.input_values[i] + 0 for i in donate]  # the originals are donated
         captured["kept"] = [v for i, v in enumerate(tape.input_values) if i not in chosen]
-        original(tape, out_slots, write_cells, donate, *rest)
-        captured["program"] = _lazy._PROGRAMS[(tuple(tape.key), tuple(out_slots), donate)]
+        original(tape, requested, write_cells, donate, *rest)
+        captured["program"], _ = _lazy._LAST_RUN[0]
     _lazy.Tape._run = capture
     try:
         run()

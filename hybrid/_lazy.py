@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 from jax._src import core
+from jax._src.array import ArrayImpl
 from jax._src import linear_util as lu
 from jax._src.interpreters import partial_eval as pe
 
@@ -37,7 +38,7 @@ from . import compile_log
 from ._state_lock import state_lock
 from .errors import AutogradError
 
-__all__ = ["LazyArray", "Tape", "concrete", "check_jax_version", "SUPPORTED_JAX"]
+__all__ = ["LazyArray", "Tape", "concrete", "resolve", "is_member", "pack_of", "open_tape", "check_jax_version", "SUPPORTED_JAX"]
 
 log = logging.getLogger("hybrid.lazy")
 
@@ -75,10 +76,10 @@ class LazyArray(core.Tracer):
 
     __slots__ = ("_tape", "_slot", "_value", "_packed")
 
-    def __init__(self, trace: "LazyTrace", aval: Any, slot: int, packed: tuple | None = None):
-        self._trace = trace  # core.Tracer.__init__, inlined: thousands are made per second
+    def __init__(self, tape: "Tape", aval: Any, slot: int, packed: tuple | None = None):
+        self._trace = tape.trace  # core.Tracer.__init__, inlined: thousands are made per second
         self.aval = aval
-        self._tape = trace.tape
+        self._tape = tape
         self._slot = slot
         self._value = None
         self._packed = packed  # (_Pack, index) when the tape computes it inside a packed buffer
@@ -193,6 +194,10 @@ class LazyArray(core.Tracer):
         return self.aval.size * self.aval.dtype.itemsize
 
 
+_DEVICE_ARRAY = {ArrayImpl}
+_REFERENCE = {tuple}
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_LAZY = {LazyArray}
 _TAPE_OF = operator.attrgetter("_tape")
 _SLOT_OF = operator.attrgetter("_slot")
 
@@ -315,15 +320,17 @@ class LazyTrace(core.Trace):
 
 
 # -- programs ------------------------------------------------------------------------------
-_PROGRAMS: "OrderedDict[tuple, Callable]" = OrderedDict()
+_PROGRAMS: "OrderedDict[tuple, tuple[Callable, tuple]]" = OrderedDict()  # key -> (program, picks)
 _PROGRAMS_BY_TOKEN: dict[int, set] = {}
+_LAST_RUN: list = [None]  # the entry of _PROGRAMS run last, which is its last entry
 MAX_PROGRAMS = 256
 
 
 def forget_token(token: int) -> None:
     """Release every cached program that calls the function registered under ``token``."""
     for key in _PROGRAMS_BY_TOKEN.pop(token, ()):
-        _PROGRAMS.pop(key, None)
+        if _PROGRAMS.pop(key, None) is _LAST_RUN[0]:
+            _LAST_RUN[0] = None
 
 
 def cached_programs() -> int:
@@ -470,7 +477,7 @@ def _pack_layout(avals: list) -> _PackLayout:
     case: the same cached avals every step), else by their shapes and dtypes."""
     ids = tuple(map(id, avals))
     hit = _LAYOUT_BY_AVALS.get(ids)
-    if hit is not None and all(map(_is, hit[0], avals)):
+    if hit is not None and all(map(operator.is_, hit[0], avals)):
         return hit[1]
     key = tuple((a.shape, a.dtype) for a in avals)
     layout = _LAYOUTS.get(key)
@@ -484,22 +491,30 @@ def _pack_layout(avals: list) -> _PackLayout:
     return layout
 
 
-def _is(a: Any, b: Any) -> bool:
-    return a is b
-
-
 class _Pack:
     """Values that a tape program returns packed (small ones in one flat buffer per dtype instead of one
-    output per array, which is cheaper for XLA and for dispatch); split, all together, on first need."""
+    output per array, which is cheaper for XLA and for dispatch); split, all together, on first need.
 
-    __slots__ = ("layout", "buffers", "values", "on_split", "dropped")
+    Its members are referred to as ``(pack, index)`` pairs (:func:`is_member`); :meth:`member` gives
+    the value a pair stands for, so that no LazyArray is made for a member nobody reads."""
 
-    def __init__(self, layout: _PackLayout, on_split: Callable[["_Pack", list], None] | None):
+    __slots__ = ("layout", "buffers", "values", "on_split", "dropped", "tape", "slots", "avals")
+
+    def __init__(self, layout: _PackLayout, on_split: Callable[["_Pack", list], None] | None, tape: "Tape",
+                 slots: Sequence[int], avals: list):
         self.layout, self.buffers, self.values, self.on_split = layout, None, None, on_split
         self.dropped = "this value was recorded on a tape that ended before computing it"
+        self.tape = tape  # which holds the pack (a pending write) only until it runs
+        self.slots, self.avals = slots, avals
 
     def fill(self, buffers: list) -> None:
         self.buffers = buffers
+
+    def member(self, index: int) -> Any:
+        """The ``index``-th value: the array once the pack is split, else a LazyArray standing for it."""
+        if self.values is not None:
+            return self.values[index]
+        return LazyArray(self.tape, self.avals[index], self.slots[index], (self, index))
 
     def value(self, index: int) -> Any:
         if self.values is None:
@@ -511,6 +526,39 @@ class _Pack:
             if self.on_split is not None:
                 self.on_split(self, self.values)
         return self.values[index]
+
+
+def is_member(value: Any) -> bool:
+    """Whether ``value`` is a ``(pack, index)`` reference to a packed value (see :meth:`Tape.packed`)."""
+    return type(value) is tuple
+
+
+def resolve(value: Any) -> Any:
+    """The value a ``(pack, index)`` reference stands for (a LazyArray or an array); other values unchanged."""
+    return value[0].member(value[1]) if type(value) is tuple else value
+
+
+def open_tape(values: Sequence) -> "Tape | None":
+    """The recording that the first of ``values`` recorded on one still open (a LazyArray or a reference to a
+    packed value) belongs to, else None."""
+    for value in values:
+        if type(value) is tuple:
+            tape = value[0].tape
+        elif type(value) is LazyArray:
+            tape = value._tape
+        else:
+            continue
+        if not tape.released:
+            return tape
+    return None
+
+
+def pack_of(value: Any) -> "_Pack | None":
+    """The pack that ``value`` (a reference or a LazyArray) is a member of, else None."""
+    if type(value) is tuple:
+        return value[0]
+    packed = getattr(value, "_packed", None) if type(value) is LazyArray else None
+    return packed[0] if packed is not None else None
 
 
 # -- the tape ------------------------------------------------------------------------------
@@ -575,6 +623,13 @@ class Tape:
             aval = self.avals[slot] = core.typeof(self.input_values[self.input_position[slot]])
         return aval
 
+    def avals_of(self, slots: Sequence[int]) -> list:
+        """:meth:`aval` of many slots."""
+        avals = list(map(self.avals.__getitem__, slots))
+        if any(map(operator.is_, avals, itertools.repeat(None))):
+            avals = list(map(self.aval, slots))
+        return avals
+
     def read_param(self, param: Any, value: Any) -> None:
         """Note that ``value`` stands for ``param`` on this tape (for ``backward``)."""
         if param not in self.param_slots:
@@ -625,19 +680,18 @@ class Tape:
         slot = self.input_ids[id(value)]
         return self.add("call", _identity, None, [slot], [self.aval(slot)], ("call", "identity"))[0]
 
-    def packed(self, slots: Sequence[int], on_split: Callable[[Any, list], None] | None = None) -> list[LazyArray]:
-        """LazyArrays for ``slots`` that a program computes packed (see :class:`_PackLayout`: small ones
-        in one flat buffer per dtype, one output instead of one per array). They are split together when
-        one is first needed: then ``on_split(pack, values)`` runs, where ``pack`` is ``x._packed[0]`` of
-        each of them."""
+    def packed(self, slots: Sequence[int], on_split: Callable[[Any, list], None] | None = None) -> list[tuple]:
+        """References ``(pack, index)`` to the values of ``slots``, which the program computes packed (see
+        :class:`_PackLayout`: small ones in one flat buffer per dtype, one output instead of one per array);
+        :func:`resolve` turns one into its value. The values are split together when one is first needed:
+        then ``on_split(pack, values)`` runs."""
         member_avals = list(map(self.avals.__getitem__, slots))
         layout = _pack_layout(member_avals)
-        pack = _Pack(layout, on_split)
+        pack = _Pack(layout, on_split, self, slots, member_avals)
         buffers = self.add("call", layout.pack, None, slots, layout.buffer_avals, ("call", "pack", layout),
                            slots_only=True)
         self.write_group(pack, buffers, pack.fill)
-        trace = self.trace
-        return [LazyArray(trace, aval, s, (pack, i)) for i, (aval, s) in enumerate(zip(member_avals, slots))]
+        return list(zip(itertools.repeat(pack), range(len(slots))))
 
     def slots_of(self, values: Sequence, keyed: bool = True) -> list[int]:
         """:meth:`slot_of` for many values (the common cases of :meth:`input` inlined: this runs for
@@ -661,12 +715,19 @@ class Tape:
         return out
 
     def own_slots(self, values: Sequence) -> list[int] | None:
-        """The slots of ``values`` when every one is a LazyArray recorded on this tape, else None (a cheap
-        check for the common case, e.g. the gradients of this recording's backward)."""
-        try:
-            if set(map(_TAPE_OF, values)) != {self}:
+        """The slots of ``values`` when every one is a LazyArray recorded on this tape, or every one a
+        reference to a member of one pack of this tape, else None (a cheap check for the common case: the
+        gradients of this recording's backward)."""
+        types = set(map(type, values))
+        if types == _REFERENCE:
+            packs = set(map(_FIRST, values))
+            if len(packs) != 1:
                 return None
-        except AttributeError:  # not a LazyArray
+            (pack,) = packs
+            if pack.tape is not self:
+                return None
+            return list(map(pack.slots.__getitem__, map(_SECOND, values)))
+        if types != _LAZY or set(map(_TAPE_OF, values)) != {self}:
             return None
         return list(map(_SLOT_OF, values))
 
@@ -679,7 +740,7 @@ class Tape:
         ref = self.live.get(slot)
         tracer = ref() if ref is not None else None
         if tracer is None:
-            tracer = LazyArray(self.trace, self.aval(slot), slot)
+            tracer = LazyArray(self, self.aval(slot), slot)
             self.live[slot] = weakref.ref(tracer)
         return tracer
 
@@ -747,7 +808,7 @@ class Tape:
         wrt_slots = list(wrt_slots)
         ins = [s for s in head_slots + grad_slots if s is not None]
         return self.add("grad", None, (head_slots, grad_slots, wrt_slots, create_graph), ins,
-                        [self.aval(s) for s in wrt_slots],
+                        self.avals_of(wrt_slots),
                         ("grad", tuple(head_slots), tuple(grad_slots), tuple(wrt_slots), create_graph), slots_only)
 
     def write(self, cell: Any, value: Any, setter: Callable[[Any], None], replaces: Any = None) -> None:
@@ -762,21 +823,19 @@ class Tape:
         that ``slots[i]``'s value replaces; ``holders`` counts the references to each replaced array that
         the setter itself drops (the cells still holding it)."""
         self.writes[cell] = (tuple(slots), setter)
-        pairs = list(zip(replaced_slots, slots))
+        if replaced_slots:
+            self.replaced[cell] = (holders, tuple(replaced_slots), tuple(slots[:len(replaced_slots)]))
+            return
         ids = self.input_ids
-        for old, new in zip(replaces, slots):
-            slot = ids.get(id(old))
-            if slot is not None:
-                pairs.append((slot, new))
+        pairs = [(ids[id(old)], new) for old, new in zip(replaces, slots) if id(old) in ids]
         if pairs:
             olds, news = zip(*pairs)
             self.replaced[cell] = (holders, olds, news)
 
     def drop_packed(self, values: Sequence, reason: str) -> None:
-        """Do not compute the packs of the packed LazyArrays among ``values`` (nothing will read them);
-        reading one later raises AutogradError(``reason``)."""
-        packs = {v._packed[0] for v in values if type(v) is LazyArray and v._packed is not None}
-        for pack in packs:
+        """Do not compute the packs of the packed values among ``values`` (references or LazyArrays;
+        nothing will read them): reading one later raises AutogradError(``reason``)."""
+        for pack in set(map(pack_of, values)) - {None}:
             if self.writes.pop(pack, None) is not None:
                 pack.dropped = reason
 
@@ -807,10 +866,9 @@ class Tape:
         write_slots = [s for c in write_cells for s in self.writes[c][0]]
         if pending or write_cells:
             donate, first = self._donation(write_cells) if final else ((), [])
-            # each value once; the replacement of every donated input first and in the same order, so
-            # that XLA gives it the donated buffer
-            out_slots = list(dict.fromkeys(first + [s for s, _ in pending] + write_slots))
-            self._run(out_slots, write_cells, donate, pending)
+            # the replacement of every donated input first and in the same order, so that XLA gives it
+            # the donated buffer
+            self._run(first + [s for s, _ in pending] + write_slots, write_cells, donate, pending)
         if final:
             self.release()
 
@@ -819,20 +877,24 @@ class Tape:
         self.released = True
         self.nodes, self.input_values, self.input_ids, self.live, self.held = [], [], {}, {}, []
 
-    def _run(self, out_slots: list, write_cells: list, donate: tuple, pending: list) -> None:
-        """Run the program computing ``out_slots`` (donating the inputs at positions ``donate``), give the
-        ``pending`` (slot, LazyArray) pairs their values, and apply the writes of ``write_cells``."""
-        key = (tuple(self.key), tuple(out_slots), donate)
-        program = _PROGRAMS.get(key) if self.cacheable else None
-        new = program is None
+    def _run(self, requested: list, write_cells: list, donate: tuple, pending: list) -> None:
+        """Run the program computing the slots ``requested`` (the donated inputs' replacements, then the
+        ``pending`` (slot, LazyArray) pairs' slots, then those of the writes of ``write_cells``), donating
+        the inputs at positions ``donate``; give the pending values and apply the writes."""
+        key = (tuple(self.key), tuple(requested), donate)
+        entry = _PROGRAMS.get(key) if self.cacheable else None
+        new = entry is None
         if new:
-            program = self._compile(key, out_slots, donate)
-        else:
+            entry = self._compile(key, requested, donate)
+        elif entry is not _LAST_RUN[0]:  # least recently used goes first (it is already last otherwise)
             _PROGRAMS.move_to_end(key)
+        if self.cacheable:
+            _LAST_RUN[0] = entry
+        program, picks = entry
         Stats.flushes += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("running a recorded program: %d nodes, %d values computed, %d writes, %d buffers reused",
-                      len(self.nodes), len(out_slots), len(write_cells), len(donate))
+                      len(self.nodes), len(set(requested)), len(write_cells), len(donate))
         values = self.input_values
         if donate:
             given = list(map(values.__getitem__, donate))
@@ -847,21 +909,25 @@ class Tape:
             else:
                 results = program(given, kept)
         del given
-        value_of = dict(zip(out_slots, results))
-        for slot, tracer in pending:
-            tracer._value = value_of[slot]
+        results = list(map(results.__getitem__, picks))  # one per requested slot
+        at = len(donate)
+        for (_, tracer), value in zip(pending, results[at:]):
+            tracer._value = value
+        at += len(pending)
         writes, self.writes, self.replaced = self.writes, {}, {}
         for cell in write_cells:
             slots, setter = writes[cell]
-            setter(list(map(value_of.__getitem__, slots)))
+            setter(results[at:at + len(slots)])
+            at += len(slots)
 
     def _donation(self, write_cells: list) -> tuple[tuple[int, ...], list[int]]:
         """Positions (in the input list) of inputs that only the tape and a cell being overwritten hold,
-        in order, and the slots of the values replacing them."""
+        and the slots of the values replacing them."""
         if not self.replaced or self.parent is not core.eval_trace:
             return (), []
         position, values, refcount = self.input_position, self.input_values, sys.getrefcount
-        chosen: dict[int, int] = {}
+        donate: list[int] = []
+        first: list[int] = []
         for cell in write_cells:
             entry = self.replaced.get(cell)
             if entry is None:
@@ -871,17 +937,22 @@ class Tape:
             group = list(map(values.__getitem__, ats))
             # references to each: the input list, `group`, getrefcount's argument and the cells being overwritten
             limit = 3 + holders
-            counts = list(map(refcount, group))
-            if max(counts) <= limit and all(map(isinstance, group, itertools.repeat(jax.Array))):
-                chosen.update(zip(ats, news))
-                continue
-            for at, count, value, new in zip(ats, counts, group, news):
-                if count <= limit and isinstance(value, jax.Array):
-                    chosen[at] = new
-        donate = tuple(sorted(chosen))
-        return donate, list(map(chosen.__getitem__, donate))
+            free = list(map(limit.__ge__, map(refcount, group)))
+            if set(map(type, group)) != _DEVICE_ARRAY:  # NumPy arrays and scalars have no buffer to give
+                free = [ok and type(value) is ArrayImpl for ok, value in zip(free, group)]
+            donate += itertools.compress(ats, free)
+            first += itertools.compress(news, free)
+        if len(set(donate)) < len(donate):  # an input replaced by two writes: the last one's value
+            chosen = dict(zip(donate, first))
+            donate, first = list(chosen), list(chosen.values())
+        return tuple(donate), first
 
-    def _compile(self, key: tuple, outputs: list[int], donate: tuple[int, ...]) -> Callable:
+    def _compile(self, key: tuple, requested: list[int], donate: tuple[int, ...]) -> tuple[Callable, tuple]:
+        """The program computing the slots ``requested`` (each once) and the position of each requested
+        slot's value among its results."""
+        outputs = list(dict.fromkeys(requested))
+        where = {slot: i for i, slot in enumerate(outputs)}
+        picks = tuple(map(where.__getitem__, requested))
         nodes, n_slots = list(self.nodes), len(self.avals)
         chosen = set(donate)
         donated_slots = [self.input_slots[i] for i in donate]
@@ -904,19 +975,20 @@ class Tape:
             return [env[s] for s in outputs]
 
         program = jax.jit(run, donate_argnums=(0,) if donate else ())
+        entry = (program, picks)
         Stats.compiles += 1
         log.debug("compiling a recorded program: %d inputs, %d nodes, %d outputs, %d donated%s",
                   len(self.input_slots), len(nodes), len(outputs), len(donate),
                   "" if self.cacheable else " (not cached: an operation has unhashable parameters)")
         if self.cacheable:
-            _PROGRAMS[key] = program
+            _PROGRAMS[key] = entry
             for token in self.tokens:
                 _PROGRAMS_BY_TOKEN.setdefault(token, set()).add(key)
             while len(_PROGRAMS) > MAX_PROGRAMS:
                 old, _ = _PROGRAMS.popitem(last=False)
                 for keys in _PROGRAMS_BY_TOKEN.values():
                     keys.discard(old)
-        return program
+        return entry
 
 
 def recording_trace(tape: Tape) -> Any:

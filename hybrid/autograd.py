@@ -221,8 +221,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 def _gradients_split(params: list[Parameter], pack: Any, values: list) -> None:
     """Packed gradients were split: parameters still holding them get the arrays."""
     for param, value in zip(params, values):
-        grad = param._grad
-        if isinstance(grad, _lazy.LazyArray) and grad._packed is not None and grad._packed[0] is pack:
+        if _lazy.pack_of(param._grad) is pack:
             param._assign_grad(value, param._grad_fresh)
 
 

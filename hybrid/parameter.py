@@ -285,7 +285,8 @@ class Parameter(Watched):
 
     @staticmethod
     def _assign_grads(params: Sequence["Parameter"], grads: Sequence) -> None:
-        """:meth:`_assign_grad` (fresh) for many parameters."""
+        """:meth:`_assign_grad` (fresh) for many parameters; ``grads`` may be references to packed values
+        (see :meth:`_grad_value`)."""
         for param, grad in zip(params, grads):
             param._grad, param._grad_fresh, param._grad_dropped = grad, True, False
 
@@ -340,10 +341,19 @@ class Parameter(Watched):
         return self._stored_grad()
 
     def _stored_grad(self) -> jax.Array:
-        if self._grad is None:
+        grad = self._grad_value()
+        if grad is None:
             with _functional.no_frame(), jax.ensure_compile_time_eval():
-                self._grad = jnp.zeros(self._data.shape, self._data.dtype)
-        return self._grad
+                grad = self._grad = jnp.zeros(self._data.shape, self._data.dtype)
+        return grad
+
+    def _grad_value(self) -> Any:
+        """The gradient held (an array, a LazyArray of the recording computing it, or None); a reference
+        to a packed gradient (what ``backward`` stores) is resolved here, on first read."""
+        grad = self._grad
+        if _lazy.is_member(grad):
+            grad = self._grad = _lazy.resolve(grad)
+        return grad
 
     def list_grad(self) -> list[jax.Array]:
         """Gluon compatibility: the gradient on every device (one device here)."""
@@ -367,7 +377,7 @@ class Parameter(Watched):
         if frame is not None:
             frame.write(("grad", self), self._stored_grad, self._set_grad, fn(self.grad()))
         elif self._grad is not None and not self._grad_dropped:
-            self._grad = fn(self._grad)
+            self._grad = fn(self._grad_value())
 
     def _set_grad(self, value: jax.Array) -> None:
         self._grad = value
@@ -383,7 +393,7 @@ class Parameter(Watched):
             frame.fresh[self] = True
             return
         if self._grad_req == "add" and self._grad is not None and not self._grad_dropped:
-            value = self._grad + value
+            value = self._grad_value() + value
         self._grad = value
         self._grad_fresh = True
         self._grad_dropped = False
@@ -409,7 +419,7 @@ class Parameter(Watched):
         if self._data is not None:
             self._data = self._data.astype(self._dtype)
         if self._grad is not None:
-            self._grad = self._grad.astype(self._dtype)
+            self._grad = self._grad_value().astype(self._dtype)
         self._changed()
 
     def reset_device(self, device: Any) -> None:
@@ -420,7 +430,7 @@ class Parameter(Watched):
         if self._data is not None:
             self._data = jax.device_put(self._data, device)
         if self._grad is not None:
-            self._grad = jax.device_put(self._grad, device)
+            self._grad = jax.device_put(self._grad_value(), device)
 
     reset_ctx = reset_device
 

@@ -187,12 +187,12 @@ class Trainer:
             self._update_in_trace(frame, program, active, rescale)
             return
         grads = list(map(_GRAD, active))
-        tape = next((g._tape for g in grads if isinstance(g, _lazy.LazyArray) and not g._tape.released), None)
+        tape = _lazy.open_tape(grads)
         with state_lock:  # see hybrid._state_lock
             if tape is not None:
                 self._update_recorded(tape, program, active, grads, rescale)
             else:
-                self._update_eager(program, active, grads)
+                self._update_eager(program, active, [p._grad_value() for p in active])
 
     def _scaler_state(self, program: tuple) -> tuple:
         """The loss scaler's state when ``program`` checks for overflow (hybrid.amp), else ()."""
@@ -236,7 +236,7 @@ class Trainer:
         state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
         grad_slots = tape.own_slots(grads)
         if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
-            grad_slots = tape.slots_of(grads)
+            grad_slots = tape.slots_of(list(map(_lazy.resolve, grads)))
         in_slots = (weight_slots + grad_slots + list(state_slots) + tape.slots_of(scaler_state)
                     + tape.slots_of(self._on_device(lr, rescale)))
         slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes),

@@ -127,7 +127,7 @@ class Placement:
                 self.shardings[param] = sharding
                 param._assign(_put(param._data, sharding))
                 if param._grad is not None:
-                    param._assign_grad(_put(param._grad, sharding), param._grad_fresh)
+                    param._assign_grad(_put(param._grad_value(), sharding), param._grad_fresh)
         self._pending = waiting
 
     def place_state(self, param: Parameter, state: tuple) -> tuple:
