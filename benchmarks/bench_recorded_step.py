@@ -10,6 +10,9 @@ donated buffers. Printed, each as a ratio to the limit:
   hybridized and loss block not (``gluon_loop``), the same with an ``l.mean()`` head, the same
   with ``Trainer(..., keep_grads=False)`` (``no_grads``: gradients not kept after the step),
   nothing hybridized (``eager``), and ``hybrid.compile`` of the same step;
+- the CPU time the calling thread spends per step in the same rounds: Python, dispatch, and the part of
+  each program XLA:CPU runs in the calling thread (see ``bench_cpu_dispatch.py``). Other processes on the
+  machine change it much less than the wall time;
 - the first step (tracing and compiling included), one fresh process per variant in interleaved rounds;
 - XLA's memory figure of the step's program (temporaries + arguments + outputs - aliased bytes),
   with and without the gradients kept.
@@ -155,20 +158,26 @@ def main() -> None:
         for _ in range(10):
             jax.block_until_ready(run())
     times: dict[str, list] = {name: [] for name in runs}
+    cpu: dict[str, list] = {name: [] for name in runs}
     names = list(runs)
     for round_ in range(args.rounds):
         shift = round_ % len(names)  # the order rotates: the variant timed after another one pays for it alike
         for name in names[shift:] + names[:shift]:
             run = runs[name]
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             for _ in range(args.steps):
                 out = run()
+            cpu[name].append((time.thread_time() - start_cpu) / args.steps * 1e3)
             jax.block_until_ready(out)
             times[name].append((time.perf_counter() - start) / args.steps * 1e3)
-    base = statistics.median(times["limit"])
-    print(f"steady state, ms per step (median of {args.rounds} interleaved rounds of {args.steps} steps)")
-    for name, samples in times.items():
-        print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
+    for title, table in ((f"steady state, ms per step (median of {args.rounds} interleaved rounds of {args.steps} "
+                          "steps)", times),
+                         ("CPU time of the calling thread per step until the last step is issued, ms (same rounds)",
+                          cpu)):
+        base = statistics.median(table["limit"])
+        print(title)
+        for name, samples in table.items():
+            print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
     firsts = first_steps(("limit",) + VARIANTS, args.first_rounds)
     print(f"first step, s (median of {args.first_rounds} interleaved rounds of one fresh process each; "
           "the ratio is the median of the rounds' ratios)")

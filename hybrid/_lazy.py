@@ -557,7 +557,7 @@ def pack_of(value: Any) -> "_Pack | None":
     """The pack that ``value`` (a reference or a LazyArray) is a member of, else None."""
     if type(value) is tuple:
         return value[0]
-    packed = getattr(value, "_packed", None) if type(value) is LazyArray else None
+    packed = value._packed if type(value) is LazyArray else None
     return packed[0] if packed is not None else None
 
 
@@ -613,8 +613,7 @@ class Tape:
 
     def values_of(self, slots: Sequence[int]) -> list:
         """The arrays of input slots."""
-        position, values = self.input_position, self.input_values
-        return [values[position[s]] for s in slots]
+        return list(map(self.input_values.__getitem__, map(self.input_position.__getitem__, slots)))
 
     def aval(self, slot: int) -> Any:
         """The abstract value (shape, dtype) of a slot."""
