@@ -4,6 +4,7 @@ Every expected value is computed with plain JAX (``jax.grad`` of the same math w
 with the parameter values read from ``p.data()``) or NumPy, never with hybrid itself.
 """
 import gc
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -704,8 +705,10 @@ def test_structural_change_releases_the_programs_that_used_the_block():
     gc.disable()
     try:
         cached = _lazy.cached_programs()
+        last_run = weakref.ref(next(reversed(_lazy._PROGRAMS.values()))[0])
         net[1].weight.grad_req = "null"  # the hybridized net's compiled calls depend on it
         assert _lazy.cached_programs() == cached - 1  # the step's program is released with them
+        assert last_run() is None  # nothing else keeps it, although it was the last one run
         step()
         assert _lazy.cached_programs() == cached
     finally:
@@ -766,6 +769,28 @@ def test_steady_state_steps_copy_nothing_between_host_and_device(data):
         step()
     trainer.set_learning_rate(0.05)  # a new value is copied once
     step()
+
+
+def test_a_gradient_read_again_is_the_same_array_and_unread_ones_still_update(data):
+    """backward makes an array for a gradient only when it is read; a second read gives that array again,
+    and the step applies every gradient, read or not."""
+    x, y, _ = data
+    net = make_mlp(True)
+    vals = values_of(net)
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+    with autograd.record():
+        l = loss.SoftmaxCELoss()(net(x), y).mean()
+    autograd.backward(l)
+    first = net[1].bias.grad()
+    assert net[1].bias.grad() is first
+    float(l)  # runs the recording
+    assert net[1].bias.grad() is first
+    trainer.step(1)
+    expected = jax.grad(lambda v: jnp.mean(ref_softmax_ce(ref_mlp(v, x), y)))(vals)
+    assert_close(first, expected[3], **TOL)
+    for p, v, g in zip(net.collect_params().values(), vals, expected):
+        assert_close(p.data(), v - 0.5 * g, **TOL)
+        assert_close(p.grad(), g, **TOL)
 
 
 def test_waiting_for_packed_gradients_does_not_split_them(data):
