@@ -862,7 +862,7 @@ class Tape:
             return
         pending = [(s, t) for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]
         write_cells = list(self.writes)
-        write_slots = [s for c in write_cells for s in self.writes[c][0]]
+        write_slots = list(itertools.chain.from_iterable(map(_FIRST, map(self.writes.__getitem__, write_cells))))
         if pending or write_cells:
             donate, first = self._donation(write_cells) if final else ((), [])
             # the replacement of every donated input first and in the same order, so that XLA gives it
