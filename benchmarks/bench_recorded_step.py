@@ -13,6 +13,8 @@ donated buffers. Printed, each as a ratio to the limit:
 - the CPU time the calling thread spends per step in the same rounds: Python, dispatch, and the part of
   each program XLA:CPU runs in the calling thread (see ``bench_cpu_dispatch.py``). Other processes on the
   machine change it much less than the wall time;
+- the recorded step's program on its own, called back to back like the limit (what the loop would cost
+  without its Python);
 - the first step (tracing and compiling included), one fresh process per variant in interleaved rounds;
 - XLA's memory figure of the step's program (temporaries + arguments + outputs - aliased bytes),
   with and without the gradients kept.
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -137,6 +140,23 @@ def xla_bytes(program, *args) -> int:
                - analysis.alias_size_in_bytes)
 
 
+def recorded_program_alone(variant: str) -> Callable[[], object]:
+    """The recorded step's program of ``variant`` on its own: ``run()`` calls it with the donated
+    outputs of the last call (its first outputs) as the next donated inputs, and returns its last output."""
+    from benchmarks.common import capture_recorded_program
+    step = hybrid_step(variant)
+    for _ in range(3):
+        step()
+    program, donated, kept = capture_recorded_program(step)
+    state = {"donated": donated}
+
+    def run():
+        results = program(state["donated"], kept)
+        state["donated"] = results[:len(donated)]
+        return results[-1]
+    return run
+
+
 def recorded_program_bytes(variant: str) -> int:
     """XLA's memory figure of a recorded step's program, as compiled by the recorder."""
     from benchmarks.common import recorded_step_bytes
@@ -178,6 +198,22 @@ def main() -> None:
         print(title)
         for name, samples in table.items():
             print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
+    alone = {"limit": limit, **{v: recorded_program_alone(v) for v in ("gluon_loop", "no_grads")}}
+    alone_times: dict[str, list] = {name: [] for name in alone}
+    for run in alone.values():
+        for _ in range(10):
+            jax.block_until_ready(run())
+    for _ in range(args.rounds):
+        for name, run in alone.items():
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                out = run()
+            jax.block_until_ready(out)
+            alone_times[name].append((time.perf_counter() - start) / args.steps * 1e3)
+    base = statistics.median(alone_times["limit"])
+    print(f"the recorded step's program alone, called back to back, ms per call (median of {args.rounds} rounds)")
+    for name, samples in alone_times.items():
+        print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
     firsts = first_steps(("limit",) + VARIANTS, args.first_rounds)
     print(f"first step, s (median of {args.first_rounds} interleaved rounds of one fresh process each; "
           "the ratio is the median of the rounds' ratios)")
