@@ -10,7 +10,13 @@ the Python that follows the call, such as the recording of the next training ste
   update of the 33-layer MLP, whose 68 parameters are updated independently);
 - ``deep``: one chain of 100 dependent 64x64 matrix products;
 - ``limit``: the hand-written JAX training step of ``bench_recorded_step.py``;
-- ``recorded``: the program of the recorded Gluon loop of that benchmark (net hybridized, loss not).
+- ``recorded``: the program of the recorded Gluon loop of that benchmark (net hybridized, loss not);
+- ``tiny136``: 136 one-element arrays in and out (donated), which is the dispatch of as many arrays as
+  the two steps above take, with nearly nothing to compute.
+
+Then, called back to back as in a training loop (each call's donated outputs are the next call's
+inputs, so a call is issued before the previous one has finished): the CPU time of the calling thread
+per call and the wall time per call (medians of 10 rounds of ``--calls`` calls).
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -39,6 +46,31 @@ def split_times(program, make_args, calls: int) -> tuple[float, float]:
         returned.append(middle - start)
         waited.append(time.perf_counter() - middle)
     return statistics.median(returned) * 1e6, statistics.median(waited) * 1e6
+
+
+def back_to_back(run, calls: int) -> tuple[float, float]:
+    """Median microseconds of calling-thread CPU time and of wall time per call of ``run()``."""
+    import jax
+    cpu, wall = [], []
+    for _ in range(10):
+        jax.block_until_ready(run())
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        for _ in range(calls):
+            out = run()
+        cpu.append((time.thread_time() - start_cpu) / calls)
+        jax.block_until_ready(out)
+        wall.append((time.perf_counter() - start) / calls)
+    return statistics.median(cpu) * 1e6, statistics.median(wall) * 1e6
+
+
+def chained(program, donated: list) -> Callable[[], object]:
+    """``run()`` calling ``program(donated)`` with the last call's outputs as the next inputs."""
+    state = {"args": donated}
+
+    def run():
+        state["args"] = program(state["args"])
+        return state["args"][-1]
+    return run
 
 
 def recorded_program():
@@ -75,10 +107,20 @@ def main() -> None:
     programs = {"wide": (wide, lambda: (xs,)), "deep": (deep, lambda: (xs[0],)),
                 "limit": (limit, lambda: ([w + 0 for w in weights], [m + 0 for m in momenta])),
                 "recorded": (recorded, recorded_args)}
+    tiny = jax.jit(lambda xs: [x * 1.0001 for x in xs], donate_argnums=0)
+    programs["tiny136"] = (tiny, lambda: ([jnp.ones(1) for _ in range(136)],))
     for name, (program, make_args) in programs.items():
         returned, waited = split_times(program, make_args, args.calls)
         share = returned / (returned + waited)
         print(f"  {name:9s} {returned:8.0f} {waited:8.0f}   {share:4.0%} in the calling thread")
+    from benchmarks.bench_recorded_step import recorded_program_alone
+    loops = {"limit": limit_step()[0], "recorded": recorded_program_alone("gluon_loop"),
+             "tiny136": chained(tiny, [jnp.ones(1) for _ in range(136)])}
+    print("called back to back, microseconds per call (median of 10 rounds): CPU time of the calling thread, "
+          "then wall time")
+    for name, run in loops.items():
+        cpu, wall = back_to_back(run, args.calls)
+        print(f"  {name:9s} {cpu:8.0f} {wall:8.0f}")
 
 
 if __name__ == "__main__":

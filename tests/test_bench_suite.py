@@ -126,16 +126,22 @@ def test_runner_end_to_end(tmp_path):
 
 
 def test_cpu_dispatch_bench_splits_each_call_into_its_two_parts():
-    """benchmarks/bench_cpu_dispatch.py runs (two calls per program) and prints, for each of its four
-    programs, the time until the call returns and the wait after it, which add up to the call's time."""
+    """benchmarks/bench_cpu_dispatch.py runs (two calls per program) and prints, for each of its five
+    programs, the time until the call returns and the wait after it, which add up to the call's time;
+    then, for three of them called back to back, the calling thread's CPU time and the wall time."""
     import subprocess
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "benchmarks/bench_cpu_dispatch.py", "--calls", "2"], cwd=root,
                          capture_output=True, text=True, check=True, timeout=300).stdout
-    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
-    assert list(rows) == ["wide", "deep", "limit", "recorded"]
+    lines = out.splitlines()
+    second = next(i for i, line in enumerate(lines) if line.startswith("called back to back"))
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:second]}
+    assert list(rows) == ["wide", "deep", "limit", "recorded", "tiny136"]
     for returned, waited, share, *_ in rows.values():
         assert float(returned) > 0 and float(waited) >= 0
         assert abs(int(share.rstrip("%")) - 100 * float(returned) / (float(returned) + float(waited))) <= 1
+    chained = {line.split()[0]: [float(v) for v in line.split()[1:]] for line in lines[second + 1:]}
+    assert list(chained) == ["limit", "recorded", "tiny136"]
+    assert all(cpu > 0 and wall > 0 for cpu, wall in chained.values())
