@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax.extend import core as jax_core
 import numpy as np
 
-from . import _compat, _functional, _lazy, _packing
+from . import _compat, _functional, _lazy
 from . import optimizer as _opt
 from . import serialization
 from .distributed.mesh import make_mesh
@@ -95,9 +95,7 @@ class Trainer:
             self._optimizer = _opt.create(optimizer, **(optimizer_params or {}))
         self._scale = self._optimizer.rescale_grad
         self._keep_grads = bool(keep_grads)
-        self._state_dict: dict[Parameter, tuple] = {}
-        # after a recorded step: (params, sizes, PackLayout, buffers, update) holding those params' states packed
-        self._packed_states: tuple | None = None
+        self._states: dict[Parameter, tuple] = {}
         self._programs: dict[tuple, Callable] = {}
         self._flat_updates: dict[tuple, tuple] = {}
         self._device_scalars: dict[tuple, tuple] = {}
@@ -133,22 +131,6 @@ class Trainer:
         self._trainable_cache = None
         self._programs = {}
         self._flat_updates = {}
-
-    @property
-    def _states(self) -> dict[Parameter, tuple]:
-        """The optimizer state of each parameter, a tuple of arrays. A recorded step leaves the states it
-        updated packed (:mod:`hybrid._packing`: two arrays to dispatch per step instead of one per leaf);
-        reading them here splits them first."""
-        if self._packed_states is not None:
-            self._unpack_states()
-        return self._state_dict
-
-    def _unpack_states(self) -> None:
-        params, sizes, layout, buffers, _ = self._packed_states
-        self._packed_states = None
-        with _lazy.eval_trace():  # concrete arrays, also when asked while a step is recorded or traced
-            leaves = layout.unpack(list(buffers))
-        self._state_dict.update(zip(params, _group(leaves, sizes)))
 
     def _trainable(self) -> list[Parameter]:
         params = self._trainable_cache
@@ -237,73 +219,46 @@ class Trainer:
     def _update_recorded(self, tape: _lazy.Tape, program: tuple, active: list[Parameter], grads: list,
                          rescale: np.float32) -> None:
         """The update staged on the recording that computed the gradients, then the whole step run
-        as one program (old weights and states donated where nothing else holds them). The new states
-        stay packed until read (see :attr:`_states`)."""
+        as one program (old weights and states donated where nothing else holds them)."""
         lr = self._next_learning_rate()
+        states = self._states_of(active)
         weights = list(map(_DATA, active))
         n = len(active)
-        if self._placement is None:
-            packed = self._packed_states
-            if packed is None or packed[4] is not program[2] or not (packed[0] is active or packed[0] == active):
-                packed = self._pack_states(active, program[2])
-            _, sizes, layout, state_inputs, _ = packed
-            state_inputs = list(state_inputs)
-            del packed
-        else:  # states placed on a mesh keep their own shardings: one array per leaf
-            states = self._states_of(active)
-            sizes, layout = tuple(map(len, states)), None
-            state_inputs = list(itertools.chain.from_iterable(states))
-            del states
+        sizes = tuple(map(len, states))
+        flat_states = list(itertools.chain.from_iterable(states))
         scaler_state = list(self._scaler_state(program))
-        call, out_avals = self._flat_update(program, sizes, weights, state_inputs, scaler_state, layout)
+        call, out_avals = self._flat_update(program, sizes, weights, flat_states + scaler_state)
         # slots of the weights as recorded (when the recorded arrays are still the parameters' data),
         # the gradients, and the states and hyperparameters, added at once
         weight_slots = list(map(tape.param_slots.get, active))
         if None in weight_slots or not all(map(operator.is_, tape.values_of(weight_slots), weights)):
             weight_slots = tape.slots_of(weights, False)
-        state_slots = tape.new_inputs(state_inputs) or tape.slots_of(state_inputs, False)
+        state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
         grad_slots = tape.own_slots(grads)
         if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
             grad_slots = tape.slots_of(list(map(_lazy.resolve, grads)))
         in_slots = (weight_slots + grad_slots + list(state_slots) + tape.slots_of(scaler_state)
                     + tape.slots_of(self._on_device(lr, rescale)))
-        slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes, layout),
+        slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes),
                          slots_only=True)
-        del grads
+        del grads, states
 
-        end, guarded = len(out_avals) - len(scaler_state), bool(scaler_state)
-        state_dict = self._state_dict
+        end, guarded = n + len(flat_states), bool(scaler_state)
 
         def store(values: list) -> None:
             Parameter._assign_all(active, values[:n])
-            if layout is None:
-                state_dict.update(zip(active, _group(values[n:end], sizes)))
-            else:
-                self._packed_states = (active, sizes, layout, values[n:end], program[2])
+            self._states.update(zip(active, _group(values[n:end], sizes)))
             if guarded:
                 self._amp_loss_scaler.set_state(values[end:])
 
-        # the old weights and state arrays are held by their parameters and by the state store until store()
+        # the old weights and state leaves are held by their parameters and by self._states until store()
         tape.write_group(("update", self), slots, store, holders=1, replaced_slots=weight_slots + list(state_slots))
         Parameter._set_fresh_all(active, False)
         if not self._keep_grads:
             tape.drop_packed(list(map(_GRAD, active)), _NOT_KEPT)
             Parameter._drop_grads(active)
-        del weights, state_inputs, scaler_state
+        del weights, flat_states, scaler_state
         tape.materialize(final=True)
-
-    def _pack_states(self, active: list[Parameter], update: Callable) -> tuple:
-        """Move the states of ``active`` (created if missing) from the dictionary into the packed form
-        the recorded step of ``update`` takes and returns; returns that form."""
-        states = self._states_of(active)
-        leaves = list(itertools.chain.from_iterable(states))
-        layout = _packing.pack_layout([jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in leaves])
-        with _lazy.eval_trace():  # concrete arrays, also inside a record() scope
-            buffers = layout.pack_on_host(leaves)
-        for param in active:
-            self._state_dict.pop(param, None)
-        self._packed_states = (active, tuple(map(len, states)), layout, buffers, update)
-        return self._packed_states
 
     def _on_device(self, *scalars: np.float32) -> tuple:
         """Hyperparameters as device arrays, kept while their values repeat (a host scalar would be
@@ -315,27 +270,24 @@ class Trainer:
             arrays = self._device_scalars[scalars] = tuple(jax.device_put(scalars))
         return arrays
 
-    def _flat_update(self, program: tuple, sizes: tuple, weights: list, state_inputs: list, scaler_state: list,
-                     layout: Any) -> tuple[Callable, list]:
-        """The update as a function of flat arrays (weights, grads, states, loss scaler state leaves, lr,
-        rescale) returning (new weights, new states, new loss scaler state leaves), and the shapes of its
-        results. The states come and go packed by the PackLayout ``layout``, or one array per leaf when
-        it is None. Cached."""
-        key = (program[2], sizes, layout)
+    def _flat_update(self, program: tuple, sizes: tuple, weights: list, flat_states: list) -> tuple[Callable, list]:
+        """The update as a function of flat arrays (weights, grads, state leaves, loss scaler state
+        leaves, lr, rescale) returning (new weights, new state leaves, new loss scaler state leaves),
+        and the shapes of its results (cached)."""
+        key = (program[2], sizes)
         cached = self._flat_updates.get(key)
         if cached is None:
-            update, n, n_in = program[2], len(sizes), len(state_inputs)
+            update, n = program[2], len(sizes)
+            n_leaves = sum(sizes)
 
             def call(*flat):
                 weights, grads, rest = flat[:n], flat[n:2 * n], flat[2 * n:]
-                leaves = layout.unpack(list(rest[:n_in])) if layout is not None else rest[:n_in]
-                new_weights, new_states, scaler_state = update(list(weights), list(grads), list(_group(leaves, sizes)),
-                                                               rest[-2], rest[-1], rest[n_in:-2])
-                new_leaves = [leaf for state in new_states for leaf in state]
-                return list(new_weights) + (layout.pack(*new_leaves) if layout is not None else new_leaves) + list(
-                    scaler_state)
+                states = list(_group(rest[:n_leaves], sizes))
+                new_weights, new_states, scaler_state = update(list(weights), list(grads), states, rest[-2], rest[-1],
+                                                               rest[n_leaves:-2])
+                return list(new_weights) + [leaf for state in new_states for leaf in state] + list(scaler_state)
 
-            avals = [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in weights + state_inputs + scaler_state]
+            avals = [jax.core.ShapedArray(tuple(a.shape), a.dtype) for a in weights + flat_states]
             cached = self._flat_updates[key] = (call, avals)
         return cached
 

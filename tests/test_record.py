@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import Block, HybridBlock, Parameter, Trainer, _lazy, _packing, autograd, init, loss, nn
+from hybrid import Block, HybridBlock, Parameter, Trainer, _lazy, autograd, init, loss, nn
 from hybrid.errors import AutogradError
 
 from conftest import assert_close
@@ -511,8 +511,7 @@ def test_data_held_across_step_keeps_old_value(hybridize, where, data):
 
 def test_a_held_array_keeps_its_buffer_and_the_others_are_reused(data):
     """Holding one weight across a step keeps that buffer out of the donation; every other weight and
-    every momentum is still updated in place (its new array lives in the old buffer; the momenta live
-    packed between recorded steps, in one buffer)."""
+    every momentum is still updated in place (its new array lives in the old buffer)."""
     x, y, _ = data
     net = make_mlp(True)
     trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5, "momentum": 0.9})
@@ -523,7 +522,7 @@ def test_a_held_array_keeps_its_buffer_and_the_others_are_reused(data):
 
     def pointers():  # no array is kept: holding one would stop its donation
         return ([p.data().unsafe_buffer_pointer() for p in params],
-                [buffer.unsafe_buffer_pointer() for buffer in trainer._packed_states[3]])
+                [leaf.unsafe_buffer_pointer() for p in params for leaf in trainer._states[p]])
     weights_before, states_before = pointers()
     held = params[0].data()
     _train_step(net, trainer, x, y, ce)
@@ -818,7 +817,7 @@ def test_large_gradients_come_back_as_they_are_and_small_ones_packed(rng):
     net.add(nn.Dense(128, activation="tanh", in_units=256), nn.Dense(3, in_units=128))
     net.initialize(init.Xavier())
     vals = values_of(net)
-    assert vals[0].nbytes >= _packing.PACK_BELOW_BYTES > max(v.nbytes for v in vals[1:])
+    assert vals[0].nbytes >= _lazy.PACK_BELOW_BYTES > max(v.nbytes for v in vals[1:])
     with autograd.record():
         l = loss.SoftmaxCELoss()(net(x), y).mean()
     autograd.backward(l)
