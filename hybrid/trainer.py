@@ -480,6 +480,8 @@ def _filled_on_host(create: Callable, weights: list) -> list[tuple] | None:
         leaves += [np.full(shape, value, dtype) for shape, value, dtype in template]
         devices += [next(iter(weight.devices()))] * len(template)
         sizes.append(len(template))
+    if not any(w.committed for w in weights):
+        devices = None  # as uncommitted as the weights: a program taking both then compiles once, not again
     with jax.ensure_compile_time_eval():  # concrete arrays, also inside a hybrid.compile trace
         return list(_group(jax.device_put(leaves, devices), tuple(sizes)))
 

@@ -119,6 +119,42 @@ def test_stale_gradients_raise_or_are_skipped(rng):
         trainer.step(3)  # the used gradients were consumed by the last step
 
 
+def test_the_second_step_compiles_nothing():
+    """The optimizer states made on the host are as uncommitted to a device as the initialised weights;
+    otherwise the second step, whose weights come out of the first step's program, would compile that
+    program again for the new placement of its arguments."""
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, activation="tanh", in_units=4), nn.Dense(3, in_units=8))
+    net.initialize(init.Xavier())
+    net.hybridize()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    loss_fn = hybrid.loss.SoftmaxCELoss()
+    x, y = np.ones((5, 4), np.float32), np.arange(5) % 3
+    compiles = []
+
+    def listen(event, *_args, **_kwargs):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(event)
+
+    def step():
+        with autograd.record():
+            loss = loss_fn(net(x), y).mean()
+        autograd.backward(loss)
+        trainer.step(1)
+        return float(loss)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        first = step()
+        assert compiles  # the listener sees the first step's compilations
+        compiles.clear()
+        losses = [step() for _ in range(3)]
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == []
+    assert losses[-1] < first
+
+
 def test_one_compiled_program_with_donated_buffers_and_dynamic_lr():
     block = Scaled([1.0, -2.0])
     block.initialize()
