@@ -145,3 +145,20 @@ def test_cpu_dispatch_bench_splits_each_call_into_its_two_parts():
     chained = {line.split()[0]: [float(v) for v in line.split()[1:]] for line in lines[second + 1:]}
     assert list(chained) == ["limit", "recorded", "tiny136"]
     assert all(cpu > 0 and wall > 0 for cpu, wall in chained.values())
+
+
+def test_packed_states_bench_compares_the_limit_with_packed_momenta():
+    """benchmarks/bench_packed_states.py runs (two calls) and prints, for the limit and the packed-momenta
+    step, a compile time, XLA's memory figure and the per-step times."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "benchmarks/bench_packed_states.py", "--calls", "2", "--modes", "concat"],
+                         cwd=root, capture_output=True, text=True, check=True, timeout=300).stdout
+    rows = {line.split()[0]: [float(v) for v in line.split()[1:]] for line in out.splitlines()[1:]}
+    assert list(rows) == ["limit", "concat"]
+    for seconds, figure, cpu, wall in rows.values():
+        assert seconds > 0 and figure > 0 and cpu > 0 and wall > 0
+    # the packed buffer is one more array of the momenta's size than the limit's figure
+    assert rows["concat"][1] > rows["limit"][1]

@@ -1,0 +1,95 @@
+"""What keeping the momenta in one buffer costs and saves, in the hand-written mlp33 step.
+
+    python benchmarks/bench_packed_states.py [--calls 100] [--modes concat dus]
+
+The model and the limit are those of ``bench_recorded_step.py``: one ``jax.jit`` of forward, loss,
+backward and SGD-with-momentum update over 68 weights and 68 momenta, donated. The variants keep the
+68 momenta as one flat buffer between steps, sliced inside the step and rebuilt at its end:
+
+- ``concat``: the new momenta joined with ``jnp.concatenate``;
+- ``dus``: the new momenta written into the donated buffer with ``lax.dynamic_update_slice``.
+
+Printed for each: XLA's compile time, its memory figure (temporaries + arguments + outputs - aliased
+bytes), and, called back to back, the calling thread's CPU time and the wall time per step (medians of
+10 rounds of ``--calls`` calls). Fewer arrays are cheaper to dispatch; the cost is in XLA.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def packed_step(mode: str):
+    """The limit's step with the momenta packed: returns ``(program, (weights, packed momenta))``."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from benchmarks.bench_recorded_step import CLASSES, DEPTH, LR, MOMENTUM, WIDTH, data
+    x, y = data()
+    rng = np.random.default_rng(1)
+    shapes = [(WIDTH, WIDTH)] * DEPTH + [(CLASSES, WIDTH)]
+    params = [jnp.asarray(rng.standard_normal(s, dtype=np.float32) * 0.1) for s in shapes]
+    params += [jnp.zeros(s[0], jnp.float32) for s in shapes]
+    sizes = [int(np.prod(p.shape)) for p in params]
+    starts = [int(s) for s in np.cumsum([0] + sizes[:-1])]
+
+    def loss(ps):
+        h = x
+        for w, b in zip(ps[:DEPTH], ps[DEPTH + 1:2 * DEPTH + 1]):
+            h = jnp.tanh(h @ w.T + b)
+        out = h @ ps[DEPTH].T + ps[-1]
+        return jnp.mean(-jnp.take_along_axis(jax.nn.log_softmax(out), y[:, None], axis=1))
+
+    def step(ps, packed):
+        value, grads = jax.value_and_grad(loss)(ps)
+        moms = [MOMENTUM * packed[s:s + n].reshape(p.shape) + g for p, s, n, g in zip(ps, starts, sizes, grads)]
+        if mode == "concat":
+            packed = jnp.concatenate([m.ravel() for m in moms])
+        else:
+            for m, s in zip(moms, starts):
+                packed = jax.lax.dynamic_update_slice(packed, m.ravel(), (s,))
+        return [p - LR * m for p, m in zip(ps, moms)], packed, value
+
+    return jax.jit(step, donate_argnums=(0, 1)), (params, jnp.zeros(sum(sizes), jnp.float32))
+
+
+def measure(program, args: tuple, calls: int) -> tuple[float, int, float, float]:
+    """Compile seconds, XLA's memory figure, and calling-thread CPU and wall microseconds per step."""
+    from benchmarks.bench_cpu_dispatch import back_to_back
+    start = time.perf_counter()
+    compiled = program.lower(*args).compile()
+    seconds = time.perf_counter() - start
+    memory = compiled.memory_analysis()
+    figure = (memory.temp_size_in_bytes + memory.argument_size_in_bytes + memory.output_size_in_bytes
+              - memory.alias_size_in_bytes)
+    state = {"args": tuple([a + 0 for a in arg] if isinstance(arg, list) else arg + 0 for arg in args)}
+
+    def run():
+        *state_args, value = program(*state["args"])
+        state["args"] = tuple(state_args)
+        return value
+    cpu, wall = back_to_back(run, calls)
+    return seconds, figure, cpu, wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--modes", nargs="+", default=["concat", "dus"], choices=["concat", "dus"])
+    args = parser.parse_args()
+    from benchmarks.bench_recorded_step import limit_step
+    _, limit, limit_args = limit_step()
+    print("compile s, XLA memory bytes, then called back to back: calling-thread CPU us and wall us per step")
+    rows = {"limit": measure(limit, limit_args, args.calls)}
+    rows.update({mode: measure(*packed_step(mode), args.calls) for mode in args.modes})
+    for name, (seconds, figure, cpu, wall) in rows.items():
+        print(f"  {name:7s} {seconds:6.2f} {figure:10d} {cpu:7.0f} {wall:7.0f}")
+
+
+if __name__ == "__main__":
+    main()
