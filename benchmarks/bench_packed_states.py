@@ -29,21 +29,10 @@ def packed_step(mode: str):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from benchmarks.bench_recorded_step import CLASSES, DEPTH, LR, MOMENTUM, WIDTH, data
-    x, y = data()
-    rng = np.random.default_rng(1)
-    shapes = [(WIDTH, WIDTH)] * DEPTH + [(CLASSES, WIDTH)]
-    params = [jnp.asarray(rng.standard_normal(s, dtype=np.float32) * 0.1) for s in shapes]
-    params += [jnp.zeros(s[0], jnp.float32) for s in shapes]
+    from benchmarks.bench_recorded_step import LR, MOMENTUM, limit_model
+    params, loss = limit_model()
     sizes = [int(np.prod(p.shape)) for p in params]
     starts = [int(s) for s in np.cumsum([0] + sizes[:-1])]
-
-    def loss(ps):
-        h = x
-        for w, b in zip(ps[:DEPTH], ps[DEPTH + 1:2 * DEPTH + 1]):
-            h = jnp.tanh(h @ w.T + b)
-        out = h @ ps[DEPTH].T + ps[-1]
-        return jnp.mean(-jnp.take_along_axis(jax.nn.log_softmax(out), y[:, None], axis=1))
 
     def step(ps, packed):
         value, grads = jax.value_and_grad(loss)(ps)

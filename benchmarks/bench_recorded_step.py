@@ -44,8 +44,9 @@ def data():
             jnp.asarray(rng.integers(0, CLASSES, BATCH)))
 
 
-def limit_step():
-    """The hand-written step: returns ``run() -> loss`` and its jitted program with arguments."""
+def limit_model() -> tuple[list, Callable]:
+    """The hand-written model: its parameters (33 weights and the output layer's, then the biases) and
+    ``loss(parameters) -> mean softmax cross-entropy`` on :func:`data`."""
     import jax
     import jax.numpy as jnp
     x, y = data()
@@ -53,7 +54,6 @@ def limit_step():
     shapes = [(WIDTH, WIDTH)] * DEPTH + [(CLASSES, WIDTH)]
     params = [jnp.asarray(rng.standard_normal(s, dtype=np.float32) * 0.1) for s in shapes]
     params += [jnp.zeros(s[0], jnp.float32) for s in shapes]
-    moms = [jnp.zeros_like(p) for p in params]
 
     def loss(ps):
         h = x
@@ -61,6 +61,15 @@ def limit_step():
             h = jnp.tanh(h @ w.T + b)
         out = h @ ps[DEPTH].T + ps[-1]
         return jnp.mean(-jnp.take_along_axis(jax.nn.log_softmax(out), y[:, None], axis=1))
+    return params, loss
+
+
+def limit_step():
+    """The hand-written step: returns ``run() -> loss`` and its jitted program with arguments."""
+    import jax
+    import jax.numpy as jnp
+    params, loss = limit_model()
+    moms = [jnp.zeros_like(p) for p in params]
 
     def step(ps, ms):
         value, grads = jax.value_and_grad(loss)(ps)
