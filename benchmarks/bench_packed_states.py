@@ -7,7 +7,13 @@ backward and SGD-with-momentum update over 68 weights and 68 momenta, donated. T
 68 momenta as one flat buffer between steps, sliced inside the step and rebuilt at its end:
 
 - ``concat``: the new momenta joined with ``jnp.concatenate``;
-- ``dus``: the new momenta written into the donated buffer with ``lax.dynamic_update_slice``.
+- ``dus``: the new momenta written into the donated buffer with ``lax.dynamic_update_slice``;
+
+or pack only one side, to tell their costs apart (these do not chain: a call's outputs do not fit the
+next call, so only the compile time and the memory figure are printed):
+
+- ``slices``: the momenta come packed and leave one array each;
+- ``join``: the momenta come one array each and leave packed.
 
 Printed for each: XLA's compile time, its memory figure (temporaries + arguments + outputs - aliased
 bytes), and, called back to back, the calling thread's CPU time and the wall time per step (medians of
@@ -36,19 +42,24 @@ def packed_step(mode: str):
 
     def step(ps, packed):
         value, grads = jax.value_and_grad(loss)(ps)
-        moms = [MOMENTUM * packed[s:s + n].reshape(p.shape) + g for p, s, n, g in zip(ps, starts, sizes, grads)]
-        if mode == "concat":
+        old = packed if mode == "join" else [packed[s:s + n].reshape(p.shape) for p, s, n in zip(ps, starts, sizes)]
+        moms = [MOMENTUM * m + g for m, g in zip(old, grads)]
+        if mode in ("concat", "join"):
             packed = jnp.concatenate([m.ravel() for m in moms])
-        else:
+        elif mode == "dus":
             for m, s in zip(moms, starts):
                 packed = jax.lax.dynamic_update_slice(packed, m.ravel(), (s,))
+        else:
+            packed = moms
         return [p - LR * m for p, m in zip(ps, moms)], packed, value
 
-    return jax.jit(step, donate_argnums=(0, 1)), (params, jnp.zeros(sum(sizes), jnp.float32))
+    momenta = [jnp.zeros_like(p) for p in params] if mode == "join" else jnp.zeros(sum(sizes), jnp.float32)
+    return jax.jit(step, donate_argnums=(0, 1)), (params, momenta)
 
 
-def measure(program, args: tuple, calls: int) -> tuple[float, int, float, float]:
-    """Compile seconds, XLA's memory figure, and calling-thread CPU and wall microseconds per step."""
+def measure(program, args: tuple, calls: int) -> tuple:
+    """Compile seconds, XLA's memory figure, and calling-thread CPU and wall microseconds per step (None
+    for ``calls=0``)."""
     from benchmarks.bench_cpu_dispatch import back_to_back
     start = time.perf_counter()
     compiled = program.lower(*args).compile()
@@ -56,6 +67,8 @@ def measure(program, args: tuple, calls: int) -> tuple[float, int, float, float]
     memory = compiled.memory_analysis()
     figure = (memory.temp_size_in_bytes + memory.argument_size_in_bytes + memory.output_size_in_bytes
               - memory.alias_size_in_bytes)
+    if not calls:
+        return seconds, figure, None, None
     state = {"args": tuple([a + 0 for a in arg] if isinstance(arg, list) else arg + 0 for arg in args)}
 
     def run():
@@ -69,15 +82,18 @@ def measure(program, args: tuple, calls: int) -> tuple[float, int, float, float]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100)
-    parser.add_argument("--modes", nargs="+", default=["concat", "dus"], choices=["concat", "dus"])
+    parser.add_argument("--modes", nargs="+", default=["concat", "dus", "slices", "join"],
+                        choices=["concat", "dus", "slices", "join"])
     args = parser.parse_args()
     from benchmarks.bench_recorded_step import limit_step
     _, limit, limit_args = limit_step()
     print("compile s, XLA memory bytes, then called back to back: calling-thread CPU us and wall us per step")
     rows = {"limit": measure(limit, limit_args, args.calls)}
-    rows.update({mode: measure(*packed_step(mode), args.calls) for mode in args.modes})
+    rows.update({mode: measure(*packed_step(mode), args.calls if mode in ("concat", "dus") else 0)
+                 for mode in args.modes})
     for name, (seconds, figure, cpu, wall) in rows.items():
-        print(f"  {name:7s} {seconds:6.2f} {figure:10d} {cpu:7.0f} {wall:7.0f}")
+        timed = f"{cpu:7.0f} {wall:7.0f}" if cpu is not None else "      -       -"
+        print(f"  {name:7s} {seconds:6.2f} {figure:10d} {timed}")
 
 
 if __name__ == "__main__":
