@@ -25,7 +25,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -46,31 +45,6 @@ def split_times(program, make_args, calls: int) -> tuple[float, float]:
         returned.append(middle - start)
         waited.append(time.perf_counter() - middle)
     return statistics.median(returned) * 1e6, statistics.median(waited) * 1e6
-
-
-def back_to_back(run, calls: int) -> tuple[float, float]:
-    """Median microseconds of calling-thread CPU time and of wall time per call of ``run()``."""
-    import jax
-    cpu, wall = [], []
-    for _ in range(10):
-        jax.block_until_ready(run())
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        for _ in range(calls):
-            out = run()
-        cpu.append((time.thread_time() - start_cpu) / calls)
-        jax.block_until_ready(out)
-        wall.append((time.perf_counter() - start) / calls)
-    return statistics.median(cpu) * 1e6, statistics.median(wall) * 1e6
-
-
-def chained(program, donated: list) -> Callable[[], object]:
-    """``run()`` calling ``program(donated)`` with the last call's outputs as the next inputs."""
-    state = {"args": donated}
-
-    def run():
-        state["args"] = program(state["args"])
-        return state["args"][-1]
-    return run
 
 
 def recorded_program():
@@ -114,6 +88,7 @@ def main() -> None:
         share = returned / (returned + waited)
         print(f"  {name:9s} {returned:8.0f} {waited:8.0f}   {share:4.0%} in the calling thread")
     from benchmarks.bench_recorded_step import recorded_program_alone
+    from benchmarks.common import back_to_back, chained
     loops = {"limit": limit_step()[0], "recorded": recorded_program_alone("gluon_loop"),
              "tiny136": chained(tiny, [jnp.ones(1) for _ in range(136)])}
     print("called back to back, microseconds per call (median of 10 rounds): CPU time of the calling thread, "

@@ -60,7 +60,7 @@ def packed_step(mode: str):
 def measure(program, args: tuple, calls: int) -> tuple:
     """Compile seconds, XLA's memory figure, and calling-thread CPU and wall microseconds per step (None
     for ``calls=0``)."""
-    from benchmarks.bench_cpu_dispatch import back_to_back
+    from benchmarks.common import back_to_back, chained
     start = time.perf_counter()
     compiled = program.lower(*args).compile()
     seconds = time.perf_counter() - start
@@ -69,13 +69,8 @@ def measure(program, args: tuple, calls: int) -> tuple:
               - memory.alias_size_in_bytes)
     if not calls:
         return seconds, figure, None, None
-    state = {"args": tuple([a + 0 for a in arg] if isinstance(arg, list) else arg + 0 for arg in args)}
-
-    def run():
-        *state_args, value = program(*state["args"])
-        state["args"] = tuple(state_args)
-        return value
-    cpu, wall = back_to_back(run, calls)
+    copies = tuple([a + 0 for a in arg] if isinstance(arg, list) else arg + 0 for arg in args)  # donated
+    cpu, wall = back_to_back(chained(lambda last: program(*last[:2]), copies), calls)
     return seconds, figure, cpu, wall
 
 

@@ -152,18 +152,13 @@ def xla_bytes(program, *args) -> int:
 def recorded_program_alone(variant: str) -> Callable[[], object]:
     """The recorded step's program of ``variant`` on its own: ``run()`` calls it with the donated
     outputs of the last call (its first outputs) as the next donated inputs, and returns its last output."""
-    from benchmarks.common import capture_recorded_program
+    from benchmarks.common import capture_recorded_program, chained
     step = hybrid_step(variant)
     for _ in range(3):
         step()
     program, donated, kept = capture_recorded_program(step)
-    state = {"donated": donated}
-
-    def run():
-        results = program(state["donated"], kept)
-        state["donated"] = results[:len(donated)]
-        return results[-1]
-    return run
+    n = len(donated)
+    return chained(lambda last: program(last[:n], kept), donated)
 
 
 def recorded_program_bytes(variant: str) -> int:
@@ -181,6 +176,7 @@ def main() -> None:
     parser.add_argument("--first-rounds", type=int, default=5)
     args = parser.parse_args()
     import jax
+    from benchmarks.common import interleaved_medians
     limit, program, limit_args = limit_step()
     runs = {"limit": limit, **{v: hybrid_step(v) for v in VARIANTS}}
     for run in runs.values():
@@ -208,21 +204,10 @@ def main() -> None:
         for name, samples in table.items():
             print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
     alone = {"limit": limit, **{v: recorded_program_alone(v) for v in ("gluon_loop", "no_grads")}}
-    alone_times: dict[str, list] = {name: [] for name in alone}
-    for run in alone.values():
-        for _ in range(10):
-            jax.block_until_ready(run())
-    for _ in range(args.rounds):
-        for name, run in alone.items():
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                out = run()
-            jax.block_until_ready(out)
-            alone_times[name].append((time.perf_counter() - start) / args.steps * 1e3)
-    base = statistics.median(alone_times["limit"])
+    alone_times = interleaved_medians(alone, repeats=args.rounds, warmup=10, inner=args.steps)
     print(f"the recorded step's program alone, called back to back, ms per call (median of {args.rounds} rounds)")
-    for name, samples in alone_times.items():
-        print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
+    for name, seconds in alone_times.items():
+        print(f"  {name:11s} {seconds * 1e3:8.3f}  {seconds / alone_times['limit']:5.2f}x")
     firsts = first_steps(("limit",) + VARIANTS, args.first_rounds)
     print(f"first step, s (median of {args.first_rounds} interleaved rounds of one fresh process each; "
           "the ratio is the median of the rounds' ratios)")

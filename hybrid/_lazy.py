@@ -684,7 +684,7 @@ class Tape:
         :class:`_PackLayout`: small ones in one flat buffer per dtype, one output instead of one per array);
         :func:`resolve` turns one into its value. The values are split together when one is first needed:
         then ``on_split(pack, values)`` runs."""
-        member_avals = list(map(self.avals.__getitem__, slots))
+        member_avals = self.avals_of(slots)
         layout = _pack_layout(member_avals)
         pack = _Pack(layout, on_split, self, slots, member_avals)
         buffers = self.add("call", layout.pack, None, slots, layout.buffer_avals, ("call", "pack", layout),
