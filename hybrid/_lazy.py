@@ -194,6 +194,45 @@ class LazyArray(core.Tracer):
         return self.aval.size * self.aval.dtype.itemsize
 
 
+# Reductions called as methods (``loss.mean()``, ``l.sum()``) are staged as one call each, from a cache
+# keyed by the method, its arguments and the array's shape and dtype: JAX's own route through its jitted
+# functions costs the recording several times more.
+_STAGED_METHODS = ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any", "all")
+_METHOD_CALLS: dict = {}  # (name, args, kwargs, aval) -> (function of the array, [result aval])
+
+
+def _staged_method(name: str) -> Callable:
+    def method(self: LazyArray, *args: Any, **kwargs: Any) -> Any:
+        if core.trace_ctx.trace is self._trace:  # recording on this value's tape
+            key = (name, args, tuple(kwargs.items()), self.aval)
+            try:
+                staged = _METHOD_CALLS.get(key)
+            except TypeError:  # an array argument (``where=``): JAX's route
+                key = None
+            if key is not None:
+                if staged is None:
+                    staged = _METHOD_CALLS[key] = _method_call(name, args, kwargs, self.aval)
+                    if len(_METHOD_CALLS) > 4096:
+                        _METHOD_CALLS.clear()
+                fn, out_avals = staged
+                return self._tape.call(fn, key, [self], out_avals, keyed_inputs=False)[0]
+        return core.Tracer.__getattr__(self, name)(*args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+def _method_call(name: str, args: tuple, kwargs: dict, aval: Any) -> tuple[Callable, list]:
+    """``value -> [value.name(*args, **kwargs)]`` and the shape and dtype of its result."""
+    def fn(value):
+        return [getattr(value, name)(*args, **kwargs)]
+    with core.set_current_trace(core.eval_trace):
+        (out,) = jax.eval_shape(fn, jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type))
+    return fn, [core.ShapedArray(out.shape, out.dtype, weak_type=out.weak_type)]
+
+
+for _name in _STAGED_METHODS:
+    setattr(LazyArray, _name, _staged_method(_name))
+
 _DEVICE_ARRAY = {ArrayImpl}
 _REFERENCE = {tuple}
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
@@ -578,7 +617,7 @@ class Tape:
         self.input_slots: list[int] = []
         self.input_values: list = []
         self.input_ids: dict[int, int] = {}   # id(array) -> slot (the arrays are kept alive)
-        self.input_position: dict[int, int] = {}  # input slot -> index in input_values
+        self.input_position: list = []        # slot -> index in input_values (None: a node's output)
         self.held: list = []
         self.live: dict[int, Any] = {}        # slot -> weakref to the LazyArray standing for it
         self.writes: dict[Any, tuple] = {}    # cell -> (slots, setter taking their values as a list)
@@ -604,7 +643,7 @@ class Tape:
             self.held.append(held)  # keeps id(held) unique while the tape lives
         slot = len(self.avals)
         self.avals.append(None)  # found by aval() when an operation needs it
-        self.input_position[slot] = len(self.input_values)
+        self.input_position.append(len(self.input_values))
         self.input_slots.append(slot)
         self.input_values.append(value)
         self.input_ids[id(value)] = slot
@@ -654,21 +693,29 @@ class Tape:
                     avals_list[slot] = aval
         return slots
 
-    def new_inputs(self, values: Sequence, avals: Sequence | None = None) -> range | None:
+    def new_inputs(self, values: Sequence, avals: Sequence | None = None, findable: bool = True) -> range | None:
         """Slots for arrays none of which is on the tape yet, all at once, with one key part (the
         caller's node key implies their shapes and dtypes, or ``avals`` gives them); None when one
-        of them is on the tape already or is a LazyArray."""
-        ids = self.input_ids
-        keys = list(map(id, values))
-        if not ids.keys().isdisjoint(keys) or LazyArray in set(map(type, values)):
+        of them is on the tape already or is a LazyArray.
+
+        ``findable=False`` is for arrays that nothing looks up on this tape afterwards (an optimizer's
+        states, staged just before the step runs): they are not indexed, and one that is on the tape
+        already gets a second slot (the tape then holds it twice, so its buffer is not donated)."""
+        if LazyArray in set(map(type, values)):
             return None
+        if findable:
+            ids = self.input_ids
+            keys = list(map(id, values))
+            if not ids.keys().isdisjoint(keys):
+                return None
         start, n, at = len(self.avals), len(values), len(self.input_values)
         slots = range(start, start + n)
         self.avals.extend(avals if avals is not None else [None] * n)
-        self.input_position.update(zip(slots, range(at, at + n)))
+        self.input_position.extend(range(at, at + n))
         self.input_slots.extend(slots)
         self.input_values.extend(values)
-        ids.update(zip(keys, slots))
+        if findable:
+            ids.update(zip(keys, slots))
         self.key.append(("inputs", n))
         return slots
 
@@ -706,7 +753,7 @@ class Tape:
             if slot is None:
                 slot = ids[id(value)] = len(avals)
                 avals.append(None)
-                position[slot] = len(input_values)
+                position.append(len(input_values))
                 input_slots.append(slot)
                 input_values.append(value)
                 key.append(_input_key(value) if keyed else _IMPLIED)
@@ -754,6 +801,7 @@ class Tape:
         self._check_open()
         first = len(self.avals)
         self.avals.extend(out_avals)
+        self.input_position.extend(itertools.repeat(None, len(out_avals)))
         outputs = tuple(range(first, first + len(out_avals)))
         self.nodes.append(_Node(kind, op, params, tuple(in_slots), outputs))
         self.key.append((op_key, tuple(in_slots)))

@@ -233,7 +233,7 @@ class Trainer:
         weight_slots = list(map(tape.param_slots.get, active))
         if None in weight_slots or not all(map(operator.is_, tape.values_of(weight_slots), weights)):
             weight_slots = tape.slots_of(weights, False)
-        state_slots = tape.new_inputs(flat_states) or tape.slots_of(flat_states, False)
+        state_slots = tape.new_inputs(flat_states, findable=False) or tape.slots_of(flat_states, False)
         grad_slots = tape.own_slots(grads)
         if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
             grad_slots = tape.slots_of(list(map(_lazy.resolve, grads)))

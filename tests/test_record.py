@@ -750,6 +750,47 @@ def test_jax_transformations_inside_record_differentiate_like_jax_grad(name):
     assert_close(value, f(w, x), rtol=1e-5, atol=1e-6)
 
 
+REDUCTIONS = {
+    "mean": lambda a: a.mean(),
+    "sum_axis": lambda a: a.sum(axis=0) * jnp.arange(3.0),
+    "sum_keepdims_dtype": lambda a: a.sum(axis=1, keepdims=True, dtype=jnp.float16).astype(jnp.float32) ** 2,
+    "max_and_min": lambda a: a.max(axis=1) - a.min(),
+    "prod": lambda a: (a * 0.5 + 1.0).prod(axis=0),
+    "var_std": lambda a: a.var(ddof=1) + a.std(axis=0),
+    "argmax_picks": lambda a: jnp.take_along_axis(a, a.argmax(axis=1, keepdims=True), axis=1)
+                              + a.argmin(),
+    "any_all_where": lambda a: jnp.where((a > 0).any() & ~(a > 9).all(), a.sum(where=a > 0), 0.0),
+}
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_reductions_called_as_methods_equal_jax(name):
+    """``l.mean()``, ``l.sum(axis=...)`` and the other reductions called as methods inside record() (staged
+    from a cache of their own): values and gradients are JAX's, whatever the arguments."""
+    f = REDUCTIONS[name]
+    w = jnp.asarray(np.random.default_rng(0).standard_normal((4, 3)), jnp.float32)
+
+    def head(w):
+        return jnp.sum(f(jnp.tanh(w) * 2.0))
+    for _ in range(2):  # the second time from the cache
+        with autograd.record():
+            value = head(w)
+        assert_close(value, head(w), rtol=1e-3, atol=1e-4)
+        assert_close(autograd.grad(value, w), jax.grad(head)(w), rtol=1e-3, atol=1e-4)
+
+
+def test_reductions_with_other_arguments_are_other_computations():
+    x = jnp.arange(6.0).reshape(2, 3)
+    results = []
+    for axis in (0, 1, None, 0):
+        with autograd.record():
+            results.append(np.asarray((x * 1.0).sum(axis=axis)))
+    assert_close(results[0], [3.0, 5.0, 7.0])
+    assert_close(results[1], [3.0, 12.0])
+    assert_close(results[2], 15.0)
+    assert_close(results[3], results[0])
+
+
 def test_steady_state_steps_copy_nothing_between_host_and_device(data):
     x, y, _ = data
     x, y = jnp.asarray(x), jnp.asarray(y)
