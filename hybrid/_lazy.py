@@ -359,7 +359,7 @@ class LazyTrace(core.Trace):
 
 
 # -- programs ------------------------------------------------------------------------------
-_PROGRAMS: "OrderedDict[tuple, tuple[Callable, tuple]]" = OrderedDict()  # key -> (program, picks)
+_PROGRAMS: "OrderedDict[tuple, tuple[Callable, tuple | None]]" = OrderedDict()  # key -> (program, picks)
 _PROGRAMS_BY_TOKEN: dict[int, set] = {}
 _LAST_RUN: list = [None]  # the entry of _PROGRAMS run last, which is its last entry
 MAX_PROGRAMS = 256
@@ -956,7 +956,8 @@ class Tape:
             else:
                 results = program(given, kept)
         del given
-        results = list(map(results.__getitem__, picks))  # one per requested slot
+        if picks is not None:  # one result per requested slot
+            results = list(map(results.__getitem__, picks))
         at = len(donate)
         for (_, tracer), value in zip(pending, results[at:]):
             tracer._value = value
@@ -994,12 +995,14 @@ class Tape:
             donate, first = list(chosen), list(chosen.values())
         return tuple(donate), first
 
-    def _compile(self, key: tuple, requested: list[int], donate: tuple[int, ...]) -> tuple[Callable, tuple]:
+    def _compile(self, key: tuple, requested: list[int], donate: tuple[int, ...]) -> tuple[Callable, tuple | None]:
         """The program computing the slots ``requested`` (each once) and the position of each requested
-        slot's value among its results."""
+        slot's value among its results (None when no slot is requested twice: they come in order)."""
         outputs = list(dict.fromkeys(requested))
         where = {slot: i for i, slot in enumerate(outputs)}
         picks = tuple(map(where.__getitem__, requested))
+        if len(outputs) == len(requested):  # each slot requested once: the results as they come
+            picks = None
         nodes, n_slots = list(self.nodes), len(self.avals)
         chosen = set(donate)
         donated_slots = [self.input_slots[i] for i in donate]
