@@ -163,3 +163,21 @@ def test_packed_states_bench_compares_the_limit_with_packed_momenta():
     assert all(value > 0 for row in rows.values() for value in row)
     # the packed buffer is one more array of the momenta's size than the limit's figure
     assert rows["concat"][1] > rows["limit"][1]
+
+
+def test_eigen_threads_bench_times_both_settings_in_their_own_processes():
+    """benchmarks/bench_eigen_threads.py runs one process per setting and prints, for each setting, the
+    limit, the Gluon loop and the mean_head loop: ms per step, thread ms per step and the ratio to the limit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "benchmarks/bench_eigen_threads.py", "--processes", "1", "--rounds", "2",
+                          "--steps", "3"], cwd=root, capture_output=True, text=True, check=True, timeout=600).stdout
+    rows = [line.rsplit(None, 5) for line in out.splitlines()[2:]]
+    assert [(setting.strip(), variant) for setting, variant, *_ in rows] == [
+        (s, v) for s in ("default", "one-thread products") for v in ("limit", "gluon_loop", "mean_head")]
+    for _, variant, ms, thread_ms, ratio, spread in rows:
+        assert float(ms) > 0 and float(thread_ms) > 0 and float(ratio.rstrip("x")) > 0
+        if variant == "limit":
+            assert ratio == "1.00x" and spread == "1.00"
