@@ -194,44 +194,72 @@ class LazyArray(core.Tracer):
         return self.aval.size * self.aval.dtype.itemsize
 
 
-# Reductions called as methods (``loss.mean()``, ``l.sum()``) are staged as one call each, from a cache
-# keyed by the method, its arguments and the array's shape and dtype: JAX's own route through its jitted
-# functions costs the recording several times more.
+# Reductions called as methods (``loss.mean()``, ``l.sum()``) and arithmetic operators on recorded values
+# (``l * 0.5``, ``a + b``) are staged as one call each, from a cache keyed by the operation, its static
+# arguments and the operands' shapes and dtypes. JAX's own route through its jitted functions costs the
+# recording several times more. Operands that are arrays or Python numbers enter as inputs, as on JAX's
+# route, so a number that changes from step to step does not make a new program.
 _STAGED_METHODS = ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any", "all")
-_METHOD_CALLS: dict = {}  # (name, args, kwargs, aval) -> (function of the array, [result aval])
+_STAGED_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
+_OPERANDS = {int, float, bool, ArrayImpl}  # (and LazyArray): the other operand types staged from the cache
+_STAGED: dict = {}  # key -> (function of the operands returning [result], [result aval])
+
+
+def _staged(tracer: "LazyArray", key: Any, operands: list, make: Callable[[], Callable]) -> Any:
+    """The recorded result of ``make()(*operands)`` (a one-result function fixed by ``key``), staged on
+    ``tracer``'s tape; its result's shape and dtype are found once per key."""
+    staged = _STAGED.get(key)
+    if staged is None:
+        fn = make()
+        specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in map(core.typeof, operands)]
+        with core.set_current_trace(core.eval_trace):
+            (out,) = jax.eval_shape(fn, *specs)
+        if len(_STAGED) > 4096:
+            _STAGED.clear()
+        staged = _STAGED[key] = (fn, [core.ShapedArray(out.shape, out.dtype, weak_type=out.weak_type)])
+    fn, out_avals = staged
+    return tracer._tape.call(fn, key, operands, out_avals, keyed_inputs=False)[0]
 
 
 def _staged_method(name: str) -> Callable:
     def method(self: LazyArray, *args: Any, **kwargs: Any) -> Any:
         if core.trace_ctx.trace is self._trace:  # recording on this value's tape
-            key = (name, args, tuple(kwargs.items()), self.aval)
+            key = ("method", name, args, tuple(kwargs.items()), self.aval)
             try:
-                staged = _METHOD_CALLS.get(key)
+                hash(key)
             except TypeError:  # an array argument (``where=``): JAX's route
-                key = None
-            if key is not None:
-                if staged is None:
-                    staged = _METHOD_CALLS[key] = _method_call(name, args, kwargs, self.aval)
-                    if len(_METHOD_CALLS) > 4096:
-                        _METHOD_CALLS.clear()
-                fn, out_avals = staged
-                return self._tape.call(fn, key, [self], out_avals, keyed_inputs=False)[0]
+                pass
+            else:
+                return _staged(self, key, [self], lambda: lambda value: [getattr(value, name)(*args, **kwargs)])
         return core.Tracer.__getattr__(self, name)(*args, **kwargs)
     method.__name__ = name
     return method
 
 
-def _method_call(name: str, args: tuple, kwargs: dict, aval: Any) -> tuple[Callable, list]:
-    """``value -> [value.name(*args, **kwargs)]`` and the shape and dtype of its result."""
-    def fn(value):
-        return [getattr(value, name)(*args, **kwargs)]
-    with core.set_current_trace(core.eval_trace):
-        (out,) = jax.eval_shape(fn, jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type))
-    return fn, [core.ShapedArray(out.shape, out.dtype, weak_type=out.weak_type)]
+def _staged_operator(name: str, reflected: bool) -> Callable:
+    op = getattr(operator, name)
+    jax_method = getattr(core.Tracer, f"__{'r' if reflected else ''}{name}__")
+
+    def method(self: LazyArray, other: Any) -> Any:
+        kind = type(other)
+        if core.trace_ctx.trace is self._trace and (kind in _OPERANDS or kind is LazyArray):
+            if name == "pow" and not reflected and kind is int:  # x ** 2: a static power, as on JAX's route
+                return _staged(self, ("operator", "pow", other, self.aval), [self], lambda: lambda a: [a ** other])
+            other_aval = other.aval if kind is LazyArray or kind is ArrayImpl else core.typeof(other)
+            key = ("operator", name, reflected, self.aval, other_aval)
+            if reflected:
+                return _staged(self, key, [self, other], lambda: lambda a, b: [op(b, a)])
+            return _staged(self, key, [self, other], lambda: lambda a, b: [op(a, b)])
+        return jax_method(self, other)
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
 
 
 for _name in _STAGED_METHODS:
     setattr(LazyArray, _name, _staged_method(_name))
+for _name in _STAGED_OPERATORS:
+    setattr(LazyArray, f"__{_name}__", _staged_operator(_name, False))
+    setattr(LazyArray, f"__r{_name}__", _staged_operator(_name, True))
 
 _DEVICE_ARRAY = {ArrayImpl}
 _REFERENCE = {tuple}

@@ -779,6 +779,55 @@ def test_reductions_called_as_methods_equal_jax(name):
         assert_close(autograd.grad(value, w), jax.grad(head)(w), rtol=1e-3, atol=1e-4)
 
 
+OPERATORS = {
+    "scalars_both_sides": lambda a, c: 2.0 * a - 1 + a / 3 - 0.5 / (a * a + 1.0),
+    "arrays": lambda a, c: a * c + c - a @ jnp.ones((3, 3)) + jnp.ones((4, 4)) @ a,
+    "two_recorded": lambda a, c: (a + a.T.T) * a / (a * a + 2),
+    "powers": lambda a, c: a ** 2 + a ** 3 + 2.0 ** a + (a * a + 1) ** 0.5 + a ** -1,
+    "floordiv_mod": lambda a, c: (a * 7.0) // 2 + (a * 7.0) % 3.0 + a,
+    "promotion": lambda a, c: a.astype(jnp.int32) * 2.5 + (a > 0) * a + a * True,
+    "float16": lambda a, c: (a.astype(jnp.float16) * 3 + 1.5).astype(jnp.float32),
+}
+
+
+@pytest.mark.parametrize("name", list(OPERATORS))
+def test_arithmetic_operators_equal_jax(name):
+    """Operators on recorded values (staged from a cache of their own): values, dtypes and gradients are
+    JAX's, for Python numbers and arrays on either side."""
+    f = OPERATORS[name]
+    w = jnp.asarray(np.random.default_rng(1).standard_normal((4, 3)), jnp.float32) + 0.1
+    c = jnp.asarray(np.random.default_rng(2).standard_normal((4, 3)), jnp.float32)
+
+    def head(w):
+        return f(jnp.tanh(w) * 2.0, c)
+    for _ in range(2):  # the second time from the cache
+        with autograd.record():
+            value = head(w)
+        assert value.dtype == head(w).dtype and value.shape == head(w).shape
+        assert_close(value, head(w), rtol=1e-3, atol=1e-3)
+        with autograd.record():
+            total = jnp.sum(head(w))
+        assert_close(autograd.grad(total, w), jax.grad(lambda w: jnp.sum(head(w)))(w), rtol=1e-3, atol=1e-3)
+
+
+def test_a_number_that_changes_every_step_compiles_once(data):
+    x, y, _ = data
+    net = make_mlp(True)
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    loss_fn = loss.SoftmaxCELoss()
+    losses = []
+    for step in range(4):
+        compiles = autograd.stats.compiles
+        with autograd.record():
+            l = loss_fn(net(x), y).mean() * (1.0 / (step + 1)) + step
+        autograd.backward(l)
+        trainer.step(1)
+        losses.append(float(l))
+        if step >= 1:
+            assert autograd.stats.compiles == compiles
+    assert losses[3] - 3 < (losses[2] - 2) < (losses[1] - 1) < losses[0]  # the scale is each step's
+
+
 def test_reductions_with_other_arguments_are_other_computations():
     x = jnp.arange(6.0).reshape(2, 3)
     results = []
