@@ -247,9 +247,8 @@ def _staged_operator(name: str, reflected: bool) -> Callable:
                 return _staged(self, ("operator", "pow", other, self.aval), [self], lambda: lambda a: [a ** other])
             other_aval = other.aval if kind is LazyArray or kind is ArrayImpl else core.typeof(other)
             key = ("operator", name, reflected, self.aval, other_aval)
-            if reflected:
-                return _staged(self, key, [self, other], lambda: lambda a, b: [op(b, a)])
-            return _staged(self, key, [self, other], lambda: lambda a, b: [op(a, b)])
+            operands = [other, self] if reflected else [self, other]
+            return _staged(self, key, operands, lambda: lambda a, b: [op(a, b)])
         return jax_method(self, other)
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
@@ -1027,10 +1026,10 @@ class Tape:
         """The program computing the slots ``requested`` (each once) and the position of each requested
         slot's value among its results (None when no slot is requested twice: they come in order)."""
         outputs = list(dict.fromkeys(requested))
-        where = {slot: i for i, slot in enumerate(outputs)}
-        picks = tuple(map(where.__getitem__, requested))
-        if len(outputs) == len(requested):  # each slot requested once: the results as they come
-            picks = None
+        picks = None  # each slot requested once: the results as they come
+        if len(outputs) < len(requested):
+            where = {slot: i for i, slot in enumerate(outputs)}
+            picks = tuple(map(where.__getitem__, requested))
         nodes, n_slots = list(self.nodes), len(self.avals)
         chosen = set(donate)
         donated_slots = [self.input_slots[i] for i in donate]
