@@ -102,7 +102,7 @@ def capture_recorded_program(run: Callable[[], object]) -> tuple[Callable, list,
         captured["donated"] = [tape.input_values[i] + 0 for i in donate]  # the originals are donated
         captured["kept"] = [v for i, v in enumerate(tape.input_values) if i not in chosen]
         original(tape, requested, write_cells, donate, *rest)
-        captured["program"], _ = _lazy._LAST_RUN[0]
+        captured["program"] = _lazy._LAST_RUN[0][0]
     _lazy.Tape._run = capture
     try:
         run()

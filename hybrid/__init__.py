@@ -13,6 +13,8 @@ from . import export
 from .export import SymbolBlock
 from ._inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
 from .compile_log import set_verbosity
+from .graph.memory.remat import RematPlan
+from ._memory_report import MemoryReport, ProgramMemory, memory_report, reset_memory_report
 from .parameter import Constant, Parameter, ParameterDict
 from .trainer import Trainer
 from . import model_zoo
@@ -26,4 +28,5 @@ __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "ra
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
            "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo",
            "compile_caches", "CacheEntry", "set_verbosity", "estimator", "amp",
-           "ParameterDict", "interop"]
+           "ParameterDict", "interop", "RematPlan", "memory_report", "reset_memory_report", "MemoryReport",
+           "ProgramMemory"]

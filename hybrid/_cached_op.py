@@ -29,6 +29,8 @@ from ._watch import watch
 from .errors import HybridizeError
 from .graph._lower import lower as lower_graph
 from .graph import hoist, pipeline, precision
+from ._memory_report import xla_bytes
+from .graph.target import compiler_options
 from .graph.ir import Graph
 from .graph.memory import remat
 from .graph._trace import from_jaxpr
@@ -225,10 +227,13 @@ class CompiledForward:
         start = time.perf_counter()
         self.graph, self.pass_stats = pipeline.run_passes(traced.graph, passes)
         self.pass_seconds = time.perf_counter() - start
-        self.remat_plan = None
+        forward = self.forward = self.make_forward(self.graph)
+        # the graph that is differentiated (recorded calls, calls inside a compiled training step): the
+        # optimised graph with its rematerialisation plan applied
+        self.train_graph, self.remat_plan = self.graph, None
         if remat is not None:
             self._apply_remat(remat)
-        forward = self.forward = self.make_forward(self.graph)
+        self.train_forward = forward if self.train_graph is self.graph else self.make_forward(self.train_graph)
 
         # State parameters (e.g. BatchNorm statistics) are passed separately so that their old
         # buffers can be donated: the program overwrites them.
@@ -245,6 +250,7 @@ class CompiledForward:
         self.infer = jax.jit(infer) if split is None else _HoistedInfer(self, split)
         self._infer_donating = jax.jit(infer, donate_argnums=(0,)) if self.state_index else None
         self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
+        self.train_in_frame = self.infer_in_frame if self.train_forward is forward else jax.jit(self.train_forward)
         self.token = next(_TOKENS)
         self._out_avals = traced.out_avals
         self._param_avals: list | None = None
@@ -289,18 +295,18 @@ class CompiledForward:
             outputs, vjp_fn, _ = jax.vjp(f, [params[i] for i in diff], has_aux=True)
             return vjp_fn([jax.numpy.ones_like(o) for o in outputs])
 
-        analysis = jax.jit(step).lower(*specs).compile().memory_analysis()
-        return int(analysis.temp_size_in_bytes + analysis.argument_size_in_bytes + analysis.output_size_in_bytes
-                   - analysis.alias_size_in_bytes)
+        compiled = jax.jit(step, compiler_options=compiler_options()).lower(*specs).compile()
+        return xla_bytes(compiled)
 
     def _apply_remat(self, spec: Any) -> None:
         start = time.perf_counter()
-        graph, plan, details = remat.choose_plan(self.graph, spec, self.training_memory)
+        weights = self.graph.inputs[:len(self.params)]
+        graph, plan, details = remat.choose_plan(self.graph, spec, weights, self.training_memory)
         if plan is None and details.get("note"):
             warnings.warn(f"hybridize(remat={spec!r}): {details['note']}", stacklevel=4)
         self.pass_stats.append(pipeline.PassStat("remat", len(self.graph), len(graph),
                                                  time.perf_counter() - start, details))
-        self.graph, self.remat_plan = graph, plan
+        self.train_graph, self.remat_plan = graph, plan
 
     def merge(self, state_values: Sequence, other_values: Sequence) -> list:
         """Parameter values in graph order from the state and non-state lists."""
@@ -342,7 +348,7 @@ class CompiledForward:
             param_slots = tape.slots_of([p.data() for p in params], False)  # noted on the tape as parameter reads
         rest = list(arrays) + list(rng)
         slots = list(param_slots) + tape.slots_of(rest, False)
-        n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, self.forward
+        n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, self.train_forward
 
         def call(*flat_values):
             p, rest = flat_values[:n_params], flat_values[n_params:]
@@ -430,7 +436,8 @@ class CachedOp:
         rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
         hoisted = entry.infer if isinstance(entry.infer, _HoistedInfer) else None
         prepared = None
-        if hoisted is not None and isinstance(frame, _functional.CompileFrame) and not _context.current().recording:
+        ctx = _context.current()
+        if hoisted is not None and isinstance(frame, _functional.CompileFrame) and not ctx.recording:
             # inference inside hybrid.compile: the parameter-only work comes from the hoisted program's
             # cache, as a value read at every call, instead of being redone by every call of the step
             params = entry.params
@@ -439,6 +446,8 @@ class CachedOp:
         param_values, inputs = [p.data() for p in entry.params], entry.with_attributes(arrays)
         if prepared is not None:
             outputs, states = hoisted.main(param_values, prepared, inputs, rng)
+        elif ctx.recording or ctx.training:  # differentiated: the rematerialised graph, if any
+            outputs, states = entry.train_in_frame(param_values, inputs, rng)
         else:
             outputs, states = entry.infer_in_frame(param_values, inputs, rng)
         entry.write_states(states, Parameter.set_data)

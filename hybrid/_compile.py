@@ -25,6 +25,8 @@ from typing import Any, Callable
 import jax
 
 from . import _context, _functional, _lazy, compile_log
+from . import _memory_report as memory_report
+from .graph.target import compiler_options
 from ._watch import watch
 from ._cached_op import _TRACER_ERRORS, ArgSpec, signature
 from .graph import precision
@@ -50,11 +52,16 @@ class _Program:
         self.fresh = list(fresh.items())
         self.dropped = dropped
         self.signature = ""  # the input signature as text, for log lines
+        self.memory: list = []  # its record in the memory report, made at the first run
 
     def run(self, arrays: list) -> Any:
         donated = [getter() for getter in self.donated_getters]
         kept = [getter() for getter in self.kept_getters]
         host = [compute() for compute in self.host_computes]
+        if self.memory:
+            self.memory[0].note_run()
+        else:
+            memory_report.track("compiled step", self.jitted, (donated, kept, arrays, host), self.memory)
         outputs, writes = self.jitted(donated, kept, arrays, host)
         for setter, value in zip(self.setters, writes):
             setter(value)
@@ -167,7 +174,8 @@ class CompiledStep:
         def program(donated_values, kept_values, input_values, host_values):
             return traced(list(donated_values) + list(kept_values), input_values, host_values)
 
-        jitted = jax.jit(program, donate_argnums=(0,) if donated else ())
+        jitted = jax.jit(program, donate_argnums=(0,) if donated else (),
+                         compiler_options=None if _lazy.under_transform() else compiler_options())
         # traced here; the first call reuses this trace
         jitted.trace([g() for _, g in donated], [g() for _, g in kept], arrays,
                      [jax.ShapeDtypeStruct(shape, dtype) for _, shape, dtype in host.values()])

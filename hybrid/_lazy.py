@@ -34,7 +34,8 @@ from jax._src.array import ArrayImpl
 from jax._src import linear_util as lu
 from jax._src.interpreters import partial_eval as pe
 
-from . import compile_log
+from . import _memory_report as memory_report, compile_log
+from .graph.target import compiler_options
 from ._state_lock import state_lock
 from .errors import AutogradError
 
@@ -964,7 +965,10 @@ class Tape:
             _PROGRAMS.move_to_end(key)
         if self.cacheable:
             _LAST_RUN[0] = entry
-        program, picks = entry
+        program, picks, memory, nested = entry
+        top_level = type(self.parent) is core.EvalTrace  # else part of a program being traced (hybrid.compile)
+        if not top_level:
+            program = nested
         Stats.flushes += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("running a recorded program: %d nodes, %d values computed, %d writes, %d buffers reused",
@@ -975,6 +979,10 @@ class Tape:
             kept = list(map(values.__getitem__, _kept_positions(len(values), donate)))
         else:
             given, kept = [], values
+        if memory and top_level:
+            memory[0].note_run()
+        elif top_level:
+            memory_report.track("recorded step", program, (given, kept), memory)
         with core.set_current_trace(self.parent):
             if new:
                 with compile_log.timed(f"compiled a recorded step program ({len(self.nodes)} operations)",
@@ -1051,8 +1059,11 @@ class Tape:
             _evaluate(nodes, env, start=start)
             return [env[s] for s in outputs]
 
-        program = jax.jit(run, donate_argnums=(0,) if donate else ())
-        entry = (program, picks)
+        donate_argnums = (0,) if donate else ()
+        program = jax.jit(run, donate_argnums=donate_argnums, compiler_options=compiler_options())
+        # the program's memory record (made at its first run), and the program called inside other traces,
+        # where jit takes no compiler options
+        entry = (program, picks, [], jax.jit(run, donate_argnums=donate_argnums))
         Stats.compiles += 1
         log.debug("compiling a recorded program: %d inputs, %d nodes, %d outputs, %d donated%s",
                   len(self.input_slots), len(nodes), len(outputs), len(donate),

@@ -20,7 +20,7 @@ from . import init as _init
 from ._watch import Watched
 from .interop.arrays import convert_inputs, needs_conversion
 from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
-from .graph.memory.remat import RematPlan
+from .graph.memory.remat import check_spec as check_remat
 from .graph.pipeline import resolve_passes
 from .parameter import Parameter, ParameterDict, parameter_file_loader, save_parameter_file, unique_params
 
@@ -737,17 +737,15 @@ class HybridBlock(Block):
         The call is traced into hybrid's graph IR, optimised by ``passes`` (names,
         default :data:`hybrid.graph.DEFAULT_PASSES`) and lowered to one XLA
         executable per input signature. ``remat`` trades recomputation for training
-        memory on chains of repeated layers: ``'sqrt'``, ``'auto'``, a byte budget or a
-        ``hybrid.graph.memory.RematPlan`` (see docs/memory.md). ``static_alloc`` and
+        memory: segments of the network keep only their inputs in the forward pass and run again
+        in the backward pass (``'sqrt'``, ``'auto'``, a byte budget or a ``hybrid.RematPlan``;
+        see docs/memory.md). Raises ValueError for another ``remat``. ``static_alloc`` and
         ``static_shape`` are accepted for Gluon compatibility: XLA programs always have
         static memory plans and shapes. So are Gluon's ``inline_limit``, ``forward_bulk_size``,
         ``backward_bulk_size`` and ``partition_if_dynamic``, with no effect: the whole tree is
         traced into one graph (children always inlined) and XLA schedules and fuses its operations.
         """
-        if remat is not None and not (remat in ("sqrt", "auto") or isinstance(remat, (int, np.integer))
-                                      or isinstance(remat, RematPlan)):
-            raise ValueError(f"{type(self).__name__}.hybridize: remat must be None, 'sqrt', 'auto', a byte budget "
-                             f"or a RematPlan, got {remat!r}")
+        check_remat(remat, f"{type(self).__name__}.hybridize")
         object.__setattr__(self, "_active", bool(active))
         object.__setattr__(self, "_passes", resolve_passes(passes))
         object.__setattr__(self, "_remat", remat)

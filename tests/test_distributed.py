@@ -45,12 +45,14 @@ def four_devices():
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("check", ["replicated", "sharded", "gluon_loop", "sync_batchnorm_shard_map", "errors"])
+@pytest.mark.parametrize("check", ["replicated", "sharded", "gluon_loop", "sync_batchnorm_shard_map", "errors",
+                                   "remat"])
 def test_on_four_devices(four_devices, check):
     """replicated: 4-device data parallel == 1 device (and the program all-reduces);
     sharded: 2x2 mesh with Dense weights split over 'model' == 1 device;
     gluon_loop: split_and_load(x, trainer.mesh) + SyncBatchNorm == 1 device with BatchNorm;
     sync_batchnorm_shard_map: SyncBatchNorm in per-device code == NumPy batch norm of the whole batch;
+    remat: a rematerialised net on 4 devices (compiled step and Gluon loop) == the same without remat;
     errors: indivisible batch / parameter, too many devices, wrong mesh shape or axis."""
     assert "reference" not in four_devices, four_devices["reference"]
     assert four_devices[check] == "ok", four_devices[check]

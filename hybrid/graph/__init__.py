@@ -10,9 +10,9 @@ from . import layer_ops, ops, passes  # noqa: F401  (layer_ops registers the big
 from .ir import Graph, GraphError, Node, Value
 from ._lower import lower
 from .pipeline import DEFAULT_PASSES, PassStat, default_passes, format_stats, resolve_passes, run_passes
-from .target import Target
+from .target import Target, compiler_options
 from ._trace import from_jaxpr, trace
 from . import memory  # noqa: E402,F401  (after trace and passes, which it uses)
 
 __all__ = ["Graph", "GraphError", "Node", "Value", "trace", "from_jaxpr", "lower", "run_passes",
-           "resolve_passes", "format_stats", "DEFAULT_PASSES", "default_passes", "PassStat", "Target", "ops", "layer_ops", "memory"]
+           "resolve_passes", "format_stats", "DEFAULT_PASSES", "default_passes", "PassStat", "Target", "compiler_options", "ops", "layer_ops", "memory"]

@@ -88,7 +88,7 @@ class Node:
 
     def display_name(self) -> str:
         """``op`` plus the wrapped function's name for call-like primitives (e.g. ``custom_jvp_call<relu>``)."""
-        inner = self.attrs.get("name") if self.kind in ("prim", "fused", "remat_scan") else None
+        inner = self.attrs.get("name") if self.kind in ("prim", "fused", "remat_segment") else None
         if inner is None and self.kind == "prim" and "call_jaxpr" in self.attrs:
             debug = getattr(getattr(self.attrs["call_jaxpr"], "jaxpr", None), "debug_info", None)
             inner = getattr(debug, "func_name", None)

@@ -7,6 +7,8 @@ checks nothing and runs the op through ``ops.call`` so that it appears as one no
 """
 from __future__ import annotations
 
+import functools
+import itertools
 from typing import Any, Sequence
 
 import jax
@@ -201,8 +203,9 @@ def pooling(x, *, pool_type: str, kernel: Sequence[int], strides: Sequence[int],
         return _tiled_pooling(x, axes, kernel, pool_type)
     # NumPy scalars keep the init values concrete, so JAX uses its differentiable max/sum window ops
     if pool_type == "max":
-        lowest = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-        return lax.reduce_window(x, np.asarray(lowest, x.dtype), lax.max, window, stride, pads)
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            return _window_max(x, tuple(window), tuple(stride), tuple(pads))
+        return lax.reduce_window(x, np.asarray(jnp.iinfo(x.dtype).min, x.dtype), lax.max, window, stride, pads)
     summed = lax.reduce_window(x, np.asarray(0, x.dtype), lax.add, window, stride, pads)
     if count_include_pad:  # windows count the declared padding, not the ceil-mode overhang
         ones = jnp.ones([x.shape[a] + 2 * p for a, p in zip(axes, padding)], x.dtype)
@@ -215,6 +218,38 @@ def pooling(x, *, pool_type: str, kernel: Sequence[int], strides: Sequence[int],
     for i, axis in enumerate(axes):
         shape[axis] = counts.shape[i]
     return summed / counts.reshape(shape)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def _window_max(x, window: tuple, stride: tuple, pads: tuple):
+    """Max over windows of a floating-point ``x``; its gradient goes to the first maximum of each window
+    (as MXNet's and XLA's select-and-scatter do), computed without index arrays: JAX's own rule keeps
+    several int32 arrays of the padded input's size alive on XLA:CPU."""
+    return lax.reduce_window(x, np.asarray(-np.inf, x.dtype), lax.max, window, stride, pads)
+
+
+def _window_max_forward(x, window, stride, pads):
+    y = _window_max(x, window, stride, pads)
+    return y, (x, y)
+
+
+def _window_max_backward(window, stride, pads, residuals, grad):
+    x, y = residuals
+    padded = lax.pad(x, np.asarray(-np.inf, x.dtype), [(lo, hi, 0) for lo, hi in pads])
+    total = jnp.zeros(padded.shape, grad.dtype)
+    taken = jnp.zeros(y.shape, bool)
+    span = [(n - 1) * s + 1 for n, s in zip(y.shape, stride)]
+    for offset in itertools.product(*map(range, window)):
+        candidates = lax.slice(padded, offset, [o + w for o, w in zip(offset, span)], stride)
+        hit = (candidates == y) & ~taken
+        taken = taken | hit
+        spread = [(o, size - o - w, s - 1) for o, w, s, size in zip(offset, span, stride, padded.shape)]
+        total = total + lax.pad(jnp.where(hit, grad, 0), np.asarray(0, grad.dtype), spread)
+    inner = [(lo, size - hi) for (lo, hi), size in zip(pads, padded.shape)]
+    return (lax.slice(total, [a for a, _ in inner], [b for _, b in inner]),)
+
+
+_window_max.defvjp(_window_max_forward, _window_max_backward)
 
 
 def _tiles(x, axes, kernel, strides, pads) -> bool:
@@ -310,7 +345,11 @@ def dropout(x, key, *, rate: float, axes: Sequence[int] = ()):
     """
     keep = 1.0 - rate
     mask_shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-    mask = jax.random.bernoulli(key, keep, mask_shape)
+    # the mask depends on the key alone, so XLA would draw the masks of every dropout of a network at
+    # the start of the program and keep them all alive; tying the key to ``x`` draws each when needed
+    x, key = lax.optimization_barrier((x, key))
+    # kept as booleans for the backward pass (XLA would otherwise keep the 32-bit random bits)
+    mask = lax.optimization_barrier(jax.random.bernoulli(key, keep, mask_shape))
     return jnp.where(mask, x / jnp.asarray(keep, x.dtype), jnp.zeros((), x.dtype))
 
 
