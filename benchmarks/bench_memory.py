@@ -1,317 +1,403 @@
-"""Memory targets of hybrid, measured with XLA's own numbers in one run.
+"""Training memory with and without rematerialisation, measured side by side in one run.
 
-    python benchmarks/bench_memory.py [--models mlp48,resnet18,transformer] [--repeats 9] [--json out.json]
+    python benchmarks/bench_memory.py [--models resnet50,resnet152,transformer24,mlp48]
+                                      [--steps loop,compiled] [--repeats 5] [--budgets mlp48,transformer24]
+                                      [--json out.json]
+    python benchmarks/bench_memory.py --gpu          # ResNet-50, batch 128, bfloat16, on the accelerator
 
-1. Rematerialisation of a 48-layer MLP (width 256, batch 4096), ResNet-18 (model zoo, CIFAR stem, batch
-   32 of 3x32x32) and an 8-layer transformer encoder (width 256, 4 heads, batch 16 x 128 tokens):
-   compiled memory of the training step (temp + arguments + outputs - aliased, from
-   ``compiled.memory_analysis()``) and step time, without remat, with ``remat='sqrt'`` and with
-   ``remat='auto'``; the step is ``hybrid.compile`` of the Gluon loop (forward, backward and SGD-momentum
-   update in one program). Each model also gets a breakdown of that memory: the arguments (weights,
-   momentum, BatchNorm statistics, batch), the gradients and the parameters stacked for the scan (from
-   the parameter sizes), and the rest of XLA's temporaries (activations and working buffers).
-2. Byte budgets on MLP, BatchNorm-MLP and transformer training graphs: the plan chosen for budgets of
-   90%, 70% and 50% of the un-rematerialised memory, and XLA's figure for it.
-3. Donation: alias bytes of Trainer.step's update program and of the compiled training step.
-4. Planner quality and speed are measured by benchmarks/bench_memory_plan.py.
+1. For every model and step kind (the Gluon loop: ``record`` / ``backward`` / ``trainer.step``, and
+   ``hybrid.compile`` of the same step; SGD with momentum), one worker process per ``remat`` setting
+   (None, ``'sqrt'``, ``'auto'``) builds the network, times its first step (trace, plan, compile, run),
+   and reports XLA's figures for the step's program (``hybrid.memory_report()``): the step's memory,
+   and the activation memory = step memory - (weights + optimizer states + batch + gradients), sizes
+   taken from the arrays. The workers then time their steps
+   in interleaved rounds (medians), and report the transient memory of a steady step: the process's
+   peak RSS during two steps after the warm-up, above its RSS at rest between steps (freed heap, e.g.
+   of compiling, handed back to the system with ``malloc_trim`` first); and how much memory training
+   keeps between steps above the built network (optimizer states, gradients, programs).
+2. Byte budgets (``--budgets``): for budgets of 50% and 30% of the un-rematerialised training memory of
+   the network (XLA's figure for its forward and backward pass), the plan ``hybridize(remat=budget)``
+   chooses, and the other plans tried (``'sqrt'``, ``'auto'``, ``RematPlan(k)``): each one's XLA figure
+   and step time, interleaved in one process; the chosen plan should fit and be the fastest that fits.
+3. ``--gpu``: ResNet-50 v1 at batch 128 in bfloat16 (``amp.init('bfloat16')``), without remat and with
+   ``'auto'``: XLA's figures, the device's peak, images per second, and the largest batch that fits
+   (doubling, then bisecting, each try in a fresh process).
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-import hybrid  # noqa: E402
-from hybrid import autograd, loss, nn  # noqa: E402
+from benchmarks.common import table  # noqa: E402
 
-from corpus import TransformerBlock  # noqa: E402
-from common import compiled_sgd_step, table  # noqa: E402
-
-MB = 1e6
+MB = 2 ** 20
+SPECS = ("none", "sqrt", "auto")
 
 
-def xla_bytes(compiled) -> int:
-    m = compiled.memory_analysis()
-    return int(m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes)
+# -- models -------------------------------------------------------------------------------------
+def build_model(name: str, batch: int | None = None):
+    """(network, input batch, labels) of a benchmark model; ``batch`` overrides the default batch."""
+    import jax.numpy as jnp
+    import numpy as np
 
+    import hybrid
+    from hybrid import nn
 
-def deep_mlp(layers: int = 48, width: int = 256):
-    net = nn.HybridSequential()
-    for _ in range(layers):
-        net.add(nn.Dense(width, activation="relu"))
-    net.add(nn.Dense(10))
-    return net
-
-
-def step_executable(step, x, y):
-    """XLA's executable of the one program a ``hybrid.compile`` step has run."""
-    (program,) = step._programs.values()
-    args = ([g() for g in program.donated_getters], [g() for g in program.kept_getters], [x, y],
-            [c() for c in program.host_computes])
-    return program.jitted.lower(*args).compile()
-
-
-def compiled_step(net, batch):
-    """``hybrid.compile`` of one SGD-momentum training step of ``net`` and its XLA executable."""
-    step, trainer = compiled_sgd_step(net)
-    x, y = batch
-    step(x, y)  # compiles
-    return step, step_executable(step, x, y), trainer
-
-
-class Encoder(hybrid.HybridBlock):
-    """``layers`` TransformerBlocks (tests/corpus.py: attention, LayerNorm, ReLU feed-forward, dropout 0.1),
-    mean over the tokens, Dense(classes). Input (B, T, units) float32; output (B, classes)."""
-
-    def __init__(self, layers: int = 8, units: int = 256, heads: int = 4, classes: int = 10):
-        super().__init__()
-        self.layers = nn.HybridSequential()
-        for _ in range(layers):
-            self.layers.add(TransformerBlock(units, heads))
-        self.output = nn.Dense(classes, in_units=units)
-
-    def forward(self, x):
-        return self.output(jnp.mean(self.layers(x), axis=1))
-
-
-def resnet18():
-    return hybrid.model_zoo.get_model("resnet18_v1", classes=10, stem="cifar")
-
-
-# name: (title, model, input shape without the batch axis, batch, repeated blocks, why the chain is shorter or absent)
-REMAT_MODELS = {
-    "mlp48": ("48-layer MLP (width 256, batch 4096)", deep_mlp, (256,), 4096, 48, ""),
-    "resnet18": ("ResNet-18 v1 (model zoo, CIFAR stem, batch 32 of 3x32x32)", resnet18, (3, 32, 32), 32, 8,
-                 "each stage has 2 BasicBlocks and the first one of stages 2-4 differs from the second (stride-2 "
-                 "3x3 convolution, 1x1 projection shortcut), so at most 2 consecutive blocks are alike; a chain "
-                 "needs 3"),
-    "transformer": ("transformer encoder (8 TransformerBlocks, width 256, 4 heads, batch 16 x 128 tokens)",
-                    Encoder, (128, 256), 16, 8, ""),
-}
-
-
-def remat_scan_bytes(entry) -> int:
-    """Bytes of the per-layer parameters that the graph's ``remat_scan`` nodes stack across layers."""
-    total = 0
-    for node in entry.graph.nodes:
-        if node.kind == "remat_scan":
-            total += sum(v.nbytes for v in node.inputs[1 + node.attrs["shared"]:])
-    return total
-
-
-def breakdown(net, compiled, entry, x, y) -> dict:
-    """XLA's figure split by what the parameter sizes account for: arguments (weights, momentum,
-    non-trainable states such as BatchNorm statistics, batch, anything else), outputs not aliased to an
-    argument, and temporaries (gradients, the stacked weights and their stacked gradients, the rest:
-    activations and working buffers)."""
-    m = compiled.memory_analysis()
-    params = list(net.collect_params().values())
-    weights = sum(p.data().nbytes for p in params if p.grad_req != "null")
-    states = sum(p.data().nbytes for p in params if p.grad_req == "null")
-    batch = x.nbytes + y.nbytes
-    stacked = 2 * remat_scan_bytes(entry)
-    return {"args_mb": m.argument_size_in_bytes / MB, "weights_mb": weights / MB, "momentum_mb": weights / MB,
-            "states_mb": states / MB, "batch_mb": batch / MB,
-            "other_args_mb": (m.argument_size_in_bytes - 2 * weights - states - batch) / MB,
-            "new_outputs_mb": (m.output_size_in_bytes - m.alias_size_in_bytes) / MB,
-            "temp_mb": m.temp_size_in_bytes / MB, "grads_mb": weights / MB, "stacked_mb": stacked / MB,
-            "rest_mb": (m.temp_size_in_bytes - weights - stacked) / MB}
-
-
-def chain_text(entry) -> str:
-    stat = next((s for s in entry.pass_stats if s.name == "remat"), None)
-    if stat is None:
-        return "-"
-    chains = stat.details.get("chains", 0)
-    if not chains:
-        return "no chain"
-    return f"{chains} chain{'s' if chains > 1 else ''}, {stat.details['layers']} layers"
-
-
-def remat_rows(make, shape: tuple, batch: int, repeats: int) -> list[dict]:
-    """One row per remat setting (None, 'sqrt', 'auto') for the model ``make()`` on a random batch."""
     rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal((batch,) + shape).astype(np.float32))
-    y = jnp.asarray(rng.integers(0, 10, batch).astype(np.int32))
-    rows, steps = [], {}
-    for remat in (None, "sqrt", "auto"):
-        hybrid.random.seed(0)
-        net = make()
-        net.initialize()
-        with autograd.pause():
-            net(x[:2])
-        net.hybridize(remat=remat)
-        step, _ = compiled_sgd_step(net)
-        start = time.perf_counter()
-        jax.block_until_ready(step(x, y))  # traces, plans, compiles and runs
-        first_call = time.perf_counter() - start
-        compiled = step_executable(step, x, y)
-        steps[remat] = step
-        entry = next(iter(net._cached_op.entries.values()))
-        rows.append({"remat": str(remat), "chains": chain_text(entry),
-                     "plan": entry.remat_plan.describe() if entry.remat_plan else "-",
-                     "xla_mb": xla_bytes(compiled) / MB, "first_call_s": first_call,
-                     **breakdown(net, compiled, entry, x, y)})
-    for step in steps.values():  # warm-up: first executions allocate and page in the buffers
-        jax.block_until_ready(step(x, y))
-    times = {key: [] for key in steps}
-    for _ in range(repeats):  # interleaved, medians
-        for key, step in steps.items():
-            start = time.perf_counter()
-            jax.block_until_ready(step(x, y))
-            times[key].append(time.perf_counter() - start)
-    base_mem, base_time = rows[0]["xla_mb"], statistics.median(times[None])
-    for row, key in zip(rows, steps):
-        row["step_s"] = statistics.median(times[key])
-        row["memory_reduction"] = base_mem / row["xla_mb"]
-        row["time_ratio"] = row["step_s"] / base_time
-    return rows
+    if name.startswith("resnet"):
+        depth = int(name[len("resnet"):])
+        batch = batch or 8
+        net = hybrid.model_zoo.get_model(f"resnet{depth}_v1", classes=10)
+        x = rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)
+    elif name.startswith("transformer"):
+        layers = int(name[len("transformer"):])
+        batch = batch or 4
+        net = hybrid.model_zoo.transformer.TransformerClassifier(
+            vocab_size=1000, classes=10, units=512, hidden_size=2048, num_heads=8, num_layers=layers, max_length=256)
+        x = rng.integers(0, 1000, (batch, 256)).astype(np.int32)
+    elif name.startswith("mlp"):
+        layers = int(name[len("mlp"):])
+        batch, width = batch or 4096, 256
+        net = nn.HybridSequential()
+        for _ in range(layers):
+            net.add(nn.Dense(width, activation="relu"))
+        net.add(nn.Dense(10))
+        x = rng.standard_normal((batch, width)).astype(np.float32)
+    else:
+        raise ValueError(f"unknown model {name!r}")
+    y = rng.integers(0, 10, batch).astype(np.int32)
+    return net, jnp.asarray(x), jnp.asarray(y)
 
 
-def remat_section(models: list[str], repeats: int) -> dict[str, list[dict]]:
-    """Print and return the remat table and the memory breakdown of each model in ``models``."""
-    results = {}
-    for name in models:
-        title, make, shape, batch, layers, why = REMAT_MODELS[name]
-        start = time.perf_counter()
-        rows = remat_rows(make, shape, batch, repeats)
-        results[name] = rows
-        print(f"\n{title}, training step (hybrid.compile, SGD momentum)")
-        print(table(rows, [("remat", "remat"), ("chains", "chains found"), ("plan", "plan"), ("xla_mb", "XLA MB"),
-                           ("memory_reduction", "memory /"), ("step_s", "step s"), ("time_ratio", "time x"),
-                           ("first_call_s", "first call s")]))
-        found = rows[1]["chains"]
-        if why and (found == "no chain" or not found.endswith(f" {layers} layers")):
-            print(f"{found}: {why}")
-        print("memory breakdown, MB: arguments = weights + momentum + BatchNorm statistics + batch (+ other); "
-              "temp = gradients + stacked weights and gradients + rest (activations, working buffers)")
-        print(table(rows, [("remat", "remat"), ("xla_mb", "XLA"), ("args_mb", "arguments"), ("weights_mb", "weights"),
-                           ("momentum_mb", "momentum"), ("states_mb", "BN stats"), ("batch_mb", "batch"),
-                           ("other_args_mb", "other"), ("new_outputs_mb", "outputs not aliased"),
-                           ("temp_mb", "temp"), ("grads_mb", "gradients"), ("stacked_mb", "stacked"),
-                           ("rest_mb", "rest of temp")]))
-        print(f"({time.perf_counter() - start:.0f} s)", flush=True)
-    return results
+def parse_remat(text: str):
+    import hybrid
+    if text == "none":
+        return None
+    if text.startswith("segments="):
+        return hybrid.RematPlan(int(text.split("=")[1]))
+    return int(text) if text.isdigit() else text
 
 
-def bn_mlp():
-    net = nn.HybridSequential()
-    for _ in range(16):
-        net.add(nn.Dense(512), nn.BatchNorm(), nn.Activation("relu"))
-    net.add(nn.Dense(10))
-    return net
+def training_step(net, x, y, compiled: bool):
+    """One SGD-momentum step of ``net`` (softmax cross-entropy) as a function returning the loss."""
+    import hybrid
+    from hybrid import autograd, loss
 
-
-def transformer():
-    net = nn.HybridSequential()
-    for _ in range(8):
-        net.add(TransformerBlock(128, 4))
-    return net
-
-
-BUDGET_MODELS = {
-    "MLP 48x256, batch 1024": (lambda: deep_mlp(48, 256), (1024, 256)),
-    "BatchNorm MLP 16x512, batch 1024": (bn_mlp, (1024, 256)),
-    "transformer 8x128, 16x64 tokens": (transformer, (16, 64, 128)),
-}
-
-
-def budget_section() -> list[dict]:
-    rows = []
-    rng = np.random.default_rng(1)
-    for name, (make, shape) in BUDGET_MODELS.items():
-        x = jnp.asarray(rng.standard_normal(shape).astype(np.float32))
-        net = make()
-        net.initialize()
-        with autograd.pause():
-            net(x)
-        baseline = hybrid.memory_plan(net, x).xla_bytes
-        for fraction in (0.9, 0.7, 0.5):
-            budget = int(fraction * baseline)
-            net.hybridize(remat=budget)
-            start = time.perf_counter()
-            with autograd.pause(train_mode=True):
-                net(x)
-            planning = time.perf_counter() - start
-            entry = next(iter(net._cached_op.entries.values()))
-            details = next(s for s in entry.pass_stats if s.name == "remat").details
-            measured = entry.training_memory(entry.graph)
-            rows.append({"model": name, "budget_mb": budget / 1e6, "plan": entry.remat_plan.describe()
-                         if entry.remat_plan else "none", "xla_mb": measured / 1e6,
-                         "vs_budget": measured / budget, "unoptimised_mb": baseline / 1e6,
-                         "plan_s": planning, "note": details.get("note", "")})
-            print(f"  {name} at {fraction:.0%}: {measured / budget:.3f} of budget", flush=True)
-    return rows
-
-
-def donation_section() -> list[dict]:
-    rng = np.random.default_rng(2)
-    net = bn_mlp()
-    net.initialize()
-    x = jnp.asarray(rng.standard_normal((256, 256)).astype(np.float32))
-    y = jnp.asarray(rng.integers(0, 10, 256).astype(np.int32))
-    with autograd.pause():
-        net(x)
-    net.hybridize()
     trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9})
     loss_fn = loss.SoftmaxCrossEntropyLoss()
-    with autograd.record():
-        out = loss_fn(net(x), y)
-    autograd.backward(out)
-    trainer.step(256)
-    with autograd.record():
-        out = loss_fn(net(x), y)
-    autograd.backward(out)
-    (programs,) = trainer._programs.values()
-    update = programs[0]  # the variant donating the weights and the states
-    params = trainer._trainable()
-    lowered = update.lower([p.data() for p in params], [p.grad() for p in params],
-                           [trainer._states[p] for p in params], np.float32(0.01), np.float32(1 / 256))
-    m_update = lowered.compile().memory_analysis()
-    _, compiled, _ = compiled_step(net, (x, y))
-    m_step = compiled.memory_analysis()
-    state_bytes = sum(p.data().nbytes for p in params) * 2  # weights and momentum
-    return [{"program": "Trainer.step update", "alias_mb": m_update.alias_size_in_bytes / 1e6,
-             "weights_and_states_mb": state_bytes / 1e6},
-            {"program": "hybrid.compile training step", "alias_mb": m_step.alias_size_in_bytes / 1e6,
-             "weights_and_states_mb": state_bytes / 1e6}]
+
+    def step(x, y):
+        with autograd.record():
+            out = loss_fn(net(x), y)
+        autograd.backward(out)
+        trainer.step(x.shape[0])
+        return out
+
+    run = hybrid.compile(step) if compiled else step
+    return lambda: run(x, y), trainer
+
+
+# -- one worker per (model, remat, step kind) -------------------------------------------------
+def rss_mb() -> tuple[float, float]:
+    """(current RSS, RSS high-water mark) of this process in MiB."""
+    text = Path("/proc/self/status").read_text()
+    return tuple(int(re.search(name + r":\s+(\d+)", text).group(1)) / 1024 for name in ("VmRSS", "VmHWM"))
+
+
+def trimmed_rss_mb() -> float:
+    """The RSS after freed heap memory is handed back to the system."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    return rss_mb()[0]
+
+
+def reset_peak_rss() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+class Case:
+    """A built network and its step, answering the runner's requests."""
+
+    def __init__(self, model: str, remat: str, compiled: bool, batch: int | None, bfloat16: bool = False):
+        import jax
+
+        import hybrid
+        from hybrid import autograd
+
+        if bfloat16:
+            hybrid.amp.init("bfloat16")
+        self.net, x, y = build_model(model, batch)
+        self.net.initialize()
+        with autograd.pause():
+            self.net(x[:1])
+        self.net.hybridize(remat=parse_remat(remat))
+        self.built_rss = trimmed_rss_mb()
+        self.step, self.trainer = training_step(self.net, x, y, compiled)
+        self.batch_bytes = x.nbytes + y.nbytes
+        start = time.perf_counter()
+        jax.block_until_ready(self.step())
+        self.first_call = time.perf_counter() - start
+        self.batch = x.shape[0]
+
+    def built(self) -> dict:
+        import jax
+
+        import hybrid
+        jax.block_until_ready(self.step())  # the second step: optimizer states exist from now on
+        hybrid.reset_memory_report()
+        jax.block_until_ready(self.step())
+        report = hybrid.memory_report()
+        program = report.programs[0]
+        params = list(self.net.collect_params().values())
+        grads = sum(p.data().nbytes for p in params if p.grad_req != "null")
+        states = sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(list(self.trainer._states.values())))
+        fixed = sum(p.data().nbytes for p in params) + states + self.batch_bytes + grads
+        entry = next(iter(self.net._cached_op.entries.values()))
+        stat = next((s for s in entry.pass_stats if s.name == "remat"), None)
+        details = stat.details if stat else {}
+        return {"first_call_s": self.first_call, "plan": details.get("plan", "-"),
+                "planning_s": details.get("planning_seconds", 0.0), "xla_mb": program.total / MB,
+                "arguments_mb": program.arguments / MB, "temporaries_mb": program.temporaries / MB,
+                "activation_mb": (program.total - fixed) / MB, "programs": len(report.programs),
+                "device_peak_mb": None if report.device_peak_bytes is None else report.device_peak_bytes / MB}
+
+    def time_step(self) -> float:
+        import jax
+        start = time.perf_counter()
+        jax.block_until_ready(self.step())
+        return time.perf_counter() - start
+
+    def transient(self) -> dict:
+        """The peak RSS of two steady steps above the RSS at rest between steps (``transient_mb``), and how
+        much that rest is above the built network before its first step (``kept_mb``: optimizer states,
+        gradients, compiled programs)."""
+        import jax
+        rest = trimmed_rss_mb()  # freed heap (e.g. of compiling) handed back first
+        reset_peak_rss()
+        for _ in range(2):
+            jax.block_until_ready(self.step())
+        return {"transient_mb": rss_mb()[1] - rest, "kept_mb": rest - self.built_rss}
+
+
+def worker_main() -> None:
+    """Serve JSON requests on stdin: build, then time / transient; one reply line each."""
+    case = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            if request["do"] == "build":
+                case = Case(request["model"], request["remat"], request["compiled"], request.get("batch"),
+                            request.get("bfloat16", False))
+                reply = case.built()
+            elif request["do"] == "time":
+                reply = {"seconds": case.time_step()}
+            elif request["do"] == "transient":
+                reply = case.transient()
+            else:
+                reply = {"error": f"unknown request {request}"}
+        except Exception as exc:  # reported to the runner, which prints it
+            reply = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        print(json.dumps(reply), flush=True)
+
+
+class Worker:
+    def __init__(self):
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+    def ask(self, **request) -> dict:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker ended (exit code {self.proc.wait()}) on {request}")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"{request}: {reply['error']}")
+        return reply
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def remat_rows(model: str, compiled: bool, repeats: int, batch: int | None = None, specs=SPECS,
+               bfloat16: bool = False) -> list[dict]:
+    """One row per remat setting: XLA's figures, first call, interleaved step-time medians, transient RSS."""
+    workers = {spec: Worker() for spec in specs}
+    try:
+        rows = {}
+        for spec, worker in workers.items():  # first calls one after another: compile time undisturbed
+            rows[spec] = dict(remat=spec, **worker.ask(do="build", model=model, remat=spec, compiled=compiled,
+                                                       batch=batch, bfloat16=bfloat16))
+        times = {spec: [] for spec in workers}
+        for _ in range(repeats):
+            for spec, worker in workers.items():
+                times[spec].append(worker.ask(do="time")["seconds"])
+        for spec, worker in workers.items():
+            rows[spec]["step_s"] = statistics.median(times[spec])
+            rows[spec].update(worker.ask(do="transient"))
+    finally:
+        for worker in workers.values():
+            worker.close()
+    base = rows[specs[0]]
+    for row in rows.values():
+        row["activation_x"] = base["activation_mb"] / row["activation_mb"]
+        row["transient_x"] = base["transient_mb"] / max(row["transient_mb"], 1e-9)
+        row["time_x"] = row["step_s"] / base["step_s"]
+        row["first_call_x"] = row["first_call_s"] / base["first_call_s"]
+        row["images_per_s"] = (batch or 0) / row["step_s"] if batch else None
+    return list(rows.values())
+
+
+REMAT_COLUMNS = [("remat", "remat"), ("plan", "plan"), ("xla_mb", "step MiB"), ("activation_mb", "activation MiB"),
+                 ("activation_x", "activation /"), ("transient_mb", "transient MiB"), ("transient_x", "transient /"),
+                 ("kept_mb", "kept between steps MiB"),
+                 ("step_s", "step s"), ("time_x", "time x"), ("first_call_s", "first call s"),
+                 ("first_call_x", "first call x"), ("planning_s", "planning s")]
+
+
+# -- byte budgets --------------------------------------------------------------------------------
+def budget_rows(model: str, fractions=(0.5, 0.3), repeats: int = 5, batch: int | None = None) -> list[dict]:
+    """For each budget: the chosen plan and every plan tried, with XLA's training-memory figure and the
+    step time (interleaved medians, one process)."""
+    import jax
+
+    import hybrid
+    from hybrid import autograd
+
+    def built(remat):
+        net, x, y = build_model(model, batch)
+        hybrid.random.seed(0)
+        net.initialize()
+        with autograd.pause():
+            net(x[:1])
+        net.hybridize(remat=remat)
+        step, _ = training_step(net, x, y, compiled=False)
+        jax.block_until_ready(step())
+        entry = next(iter(net._cached_op.entries.values()))
+        return step, entry
+
+    _, plain = built(None)
+    baseline = plain.training_memory(plain.graph)
+    tried = {"sqrt": "sqrt", "auto": "auto", **{f"segments={k}": hybrid.RematPlan(k) for k in (2, 3, 4, 6, 8, 12, 16)}}
+    steps, memory, chosen = {}, {}, {}
+    for name, spec in tried.items():
+        steps[name], entry = built(spec)
+        memory[name] = entry.training_memory(entry.train_graph)
+    for fraction in fractions:
+        budget = int(fraction * baseline)
+        name = f"budget {fraction:.0%}"
+        start = time.perf_counter()
+        steps[name], entry = built(budget)
+        chosen[name] = (budget, time.perf_counter() - start)
+        memory[name] = entry.training_memory(entry.train_graph)
+    times = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            jax.block_until_ready(step())
+            times[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    rows = []
+    for name, (budget, seconds) in chosen.items():
+        fits = {n: medians[n] for n in tried if memory[n] <= budget}
+        fastest = min(fits, key=fits.get) if fits else None
+        rows.append({"model": model, "budget": name, "budget_mb": budget / MB, "xla_mb": memory[name] / MB,
+                     "fits": memory[name] <= budget, "step_s": medians[name], "first_call_s": seconds,
+                     "fitting_tried": len(fits), "fastest_tried": fastest or "-",
+                     "fastest_tried_s": fits[fastest] if fastest else None,
+                     "vs_fastest": medians[name] / fits[fastest] if fastest else None})
+    for name in tried:
+        rows.append({"model": model, "budget": f"(tried) {name}", "xla_mb": memory[name] / MB, "step_s": medians[name]})
+    rows.insert(0, {"model": model, "budget": "(none)", "xla_mb": baseline / MB, "step_s": None})
+    return rows
+
+
+BUDGET_COLUMNS = [("model", "model"), ("budget", "plan"), ("budget_mb", "budget MiB"), ("xla_mb", "XLA MiB"),
+                  ("fits", "fits"), ("step_s", "step s"), ("first_call_s", "first call s"),
+                  ("fitting_tried", "tried plans that fit"), ("fastest_tried", "fastest of them"),
+                  ("vs_fastest", "time / fastest")]
+
+
+# -- accelerator ----------------------------------------------------------------------------------
+def fits(model: str, batch: int, remat: str) -> bool:
+    """Whether one bfloat16 training step of ``model`` at ``batch`` runs, in a fresh process."""
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from benchmarks.bench_memory import Case; "
+              f"Case({model!r}, {remat!r}, False, {batch}, bfloat16=True)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    return done.returncode == 0
+
+
+def largest_batch(model: str, remat: str, start: int) -> int:
+    """The largest batch (to 1/16 of it) whose step runs: doubling from ``start``, then bisecting."""
+    low, high = 0, start
+    while fits(model, high, remat):
+        low, high = high, 2 * high
+    while high - low > max(1, low // 16):
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(model, middle, remat) else (low, middle)
+    return low
+
+
+def gpu_section(repeats: int) -> list[dict]:
+    rows = remat_rows("resnet50", False, repeats, batch=128, specs=("none", "auto"), bfloat16=True)
+    for row in rows:
+        row["largest_batch"] = largest_batch("resnet50", row["remat"], 128)
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", type=str, default=",".join(REMAT_MODELS),
-                        help=f"comma-separated models of the remat section, of: {', '.join(REMAT_MODELS)}")
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--json", type=str, default=None)
+    parser.add_argument("--models", default="resnet50,resnet152,transformer24,mlp48")
+    parser.add_argument("--steps", default="loop,compiled", help="loop, compiled or both")
+    parser.add_argument("--batch", type=int, default=None, help="override every model's batch")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--budgets", default="mlp48,transformer24", help="models of the budget section ('' for none)")
+    parser.add_argument("--gpu", action="store_true", help="only the accelerator section")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in models if m not in REMAT_MODELS]
-    if unknown:
-        parser.error(f"--models: unknown {', '.join(unknown)}; expected some of {', '.join(REMAT_MODELS)}")
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}")
-    remat = remat_section(models, args.repeats)
-    budgets = budget_section()
-    print("\nbyte budgets (XLA's figure for forward+backward)")
-    print(table(budgets, [("model", "model"), ("budget_mb", "budget MB"), ("plan", "plan"), ("xla_mb", "XLA MB"),
-                          ("vs_budget", "/ budget"), ("unoptimised_mb", "no remat MB"), ("plan_s", "planning s"),
-                          ("note", "note")]))
-    donation = donation_section()
-    print("\ndonation")
-    print(table(donation, [("program", "program"), ("alias_mb", "aliased MB"),
-                           ("weights_and_states_mb", "weights+momentum MB")]))
+    if args.worker:
+        return worker_main()
+    import jax
+    print(f"jax {jax.__version__} on {jax.devices()[0].device_kind} ({jax.devices()[0].platform})", flush=True)
+    results: dict = {}
+    if args.gpu:
+        results["gpu"] = rows = gpu_section(args.repeats)
+        print("\nResNet-50 v1, batch 128, bfloat16, Gluon loop")
+        print(table(rows, REMAT_COLUMNS + [("images_per_s", "images/s"), ("device_peak_mb", "device peak MiB"),
+                                           ("largest_batch", "largest batch")]))
+    else:
+        for model in filter(None, args.models.split(",")):
+            for kind in filter(None, args.steps.split(",")):
+                start = time.perf_counter()
+                rows = remat_rows(model, kind == "compiled", args.repeats, args.batch)
+                results[f"{model}-{kind}"] = rows
+                print(f"\n{model}, {'hybrid.compile' if kind == 'compiled' else 'Gluon loop'} "
+                      f"({time.perf_counter() - start:.0f} s)")
+                print(table(rows, REMAT_COLUMNS), flush=True)
+        for model in filter(None, args.budgets.split(",")):
+            rows = budget_rows(model, repeats=args.repeats, batch=args.batch)
+            results[f"{model}-budgets"] = rows
+            print(f"\n{model}: byte budgets on the training memory (forward and backward)")
+            print(table(rows, BUDGET_COLUMNS), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"remat": remat, "budgets": budgets, "donation": donation}, indent=2))
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
 
 
 if __name__ == "__main__":

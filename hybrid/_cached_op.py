@@ -14,7 +14,6 @@ import functools
 import itertools
 import sys
 import time
-import warnings
 import weakref
 from operator import attrgetter
 from typing import Any, Callable, Sequence
@@ -302,8 +301,6 @@ class CompiledForward:
         start = time.perf_counter()
         weights = self.graph.inputs[:len(self.params)]
         graph, plan, details = remat.choose_plan(self.graph, spec, weights, self.training_memory)
-        if plan is None and details.get("note"):
-            warnings.warn(f"hybridize(remat={spec!r}): {details['note']}", stacklevel=4)
         self.pass_stats.append(pipeline.PassStat("remat", len(self.graph), len(graph),
                                                  time.perf_counter() - start, details))
         self.train_graph, self.remat_plan = graph, plan

@@ -1059,11 +1059,11 @@ class Tape:
             _evaluate(nodes, env, start=start)
             return [env[s] for s in outputs]
 
-        donate_argnums = (0,) if donate else ()
-        program = jax.jit(run, donate_argnums=donate_argnums, compiler_options=compiler_options())
+        options = dict(donate_argnums=(0,) if donate else ())
+        program = jax.jit(run, compiler_options=compiler_options(), **options)
         # the program's memory record (made at its first run), and the program called inside other traces,
         # where jit takes no compiler options
-        entry = (program, picks, [], jax.jit(run, donate_argnums=donate_argnums))
+        entry = (program, picks, [], jax.jit(run, **options))
         Stats.compiles += 1
         log.debug("compiling a recorded program: %d inputs, %d nodes, %d outputs, %d donated%s",
                   len(self.input_slots), len(nodes), len(outputs), len(donate),

@@ -50,8 +50,8 @@ def resnet(depth=18):
     return net
 
 
-MODELS = {"deep_mlp": (deep_mlp, (8, 32)), "bn_dropout_mlp": (bn_dropout_mlp, (8, 16)),
-          "transformer": (transformer, (2, 5, 16))}
+MODELS = {"deep_mlp": (deep_mlp, (256, 32)), "bn_dropout_mlp": (bn_dropout_mlp, (256, 16)),
+          "transformer": (transformer, (8, 24, 16))}
 SPECS = {"sqrt": "sqrt", "auto": "auto", "three_segments": hybrid.RematPlan(3)}
 
 
@@ -87,12 +87,12 @@ def test_plans_cut_the_training_graph_into_segments(name, spec, rng):
     entry.train_graph.verify()
     for node in segments:
         node.attrs["_subgraph"].verify()
-    # every operation on activations runs once in the forward pass: outside segments or inside one
-    outside = activation_nodes(entry.train_graph, entry)
-    inside = sum(node.attrs["nodes"] for node in segments)
-    assert len(outside) - len(segments) + inside == len(activation_nodes(entry.graph, entry))
+    # the segments cover the operations on activations, each once
+    assert activation_nodes(entry.train_graph, entry) == segments
+    assert sum(node.attrs["nodes"] for node in segments) == len(activation_nodes(entry.graph, entry))
+    assert any(node.attrs["recompute"] for node in segments) and not segments[-1].attrs["recompute"]
     if spec == "three_segments":
-        assert len(entry.remat_plan.segments) == 3 and len(segments) == 2
+        assert len(segments) == 3 and [n.attrs["recompute"] for n in segments] == [True, True, False]
 
 
 RUNS = [(name, spec, training) for name in MODELS for spec in SPECS for training in (False, True)]
@@ -313,23 +313,40 @@ def test_hybridize_passes_remat_to_children():
     assert inner._remat is None
 
 
-def test_peak_simulation_of_a_chain_matches_the_hand_count():
-    """Four nodes y = x * x on arrays of s bytes; each keeps its input for the backward pass.
-
-    No recomputation (steps 0-3 forward, 4-7 backward): at step 4 the activations v1, v2, v3, the output
-    v4 and the gradients of v3 and v4 are live: 6s. Recomputing nodes 0-1: v1 is dropped after the
-    forward pass and made again at step 6, so at step 4 only v2, v3, v4 and two gradients are live: 5s."""
+def square_chain(length):
+    """The graph of ``length`` nodes y = x * x on f32[8, 16] (s = 512 bytes each), linearised; each node
+    keeps its input (twice: both operands) for the backward pass."""
     def chain(x):
-        for _ in range(4):
+        for _ in range(length):
             x = x * x
         return x
 
-    graph = hybrid.graph.trace(chain, jax.ShapeDtypeStruct((8, 16), jnp.float32))
-    lin = Linearised(graph, [])
-    s = 8 * 16 * 4
-    assert len(lin) == 4 and all(cost.keeps == (0, 1) and cost.new_bytes == 0 for cost in lin.costs)  # x, x
+    lin = Linearised(hybrid.graph.trace(chain, jax.ShapeDtypeStruct((8, 16), jnp.float32)), [])
+    assert len(lin) == length and all(cost.keeps == (0, 1) and cost.new_bytes == 0 for cost in lin.costs)
+    return lin
+
+
+def test_peak_simulation_of_a_chain_matches_the_hand_count():
+    """Four nodes, v1..v4 their outputs. No recomputation (steps 0-3 forward, 4-7 backward): at step 4 the
+    activations v1, v2, v3, the output v4 and the gradients of v3 and v4 are live: 6s. Recomputing nodes
+    0-1: v1 is dropped after the forward pass and made again at step 6, so at step 4 only v2, v3, v4 and two
+    gradients are live: 5s."""
+    lin, s = square_chain(4), 8 * 16 * 4
     assert peak_bytes(lin, [Segment(0, 4, False)]) == 6 * s
     assert peak_bytes(lin, [Segment(0, 2, True), Segment(2, 4, False)]) == 5 * s
+
+
+def test_peak_simulation_of_nested_segments_matches_the_hand_count():
+    """Eight nodes (steps 0-7 forward, 8-15 backward; node i's backward at step 15 - i). Nodes 0-5 are
+    recomputed at step 10: without inner segments that recomputation keeps v1..v5 for their backward,
+    which with the gradients of v5 and v6 makes 7s at step 10. Cut into [0, 3) (recomputed again, at step
+    13) and [3, 6), the recomputation at step 10 keeps only v3, v4, v5 (v1 and v2 are freed as it goes,
+    and made again at step 13): 5s, also the peak at step 8 (v6, v7, v8 and two gradients)."""
+    lin, s = square_chain(8), 8 * 16 * 4
+    assert peak_bytes(lin, [Segment(0, 8, False)]) == 10 * s
+    assert peak_bytes(lin, [Segment(0, 6, True), Segment(6, 8, False)]) == 7 * s
+    inner = (Segment(0, 3, True), Segment(3, 6, False))
+    assert peak_bytes(lin, [Segment(0, 6, True, inner), Segment(6, 8, False)]) == 5 * s
 
 
 def mlp_step(width=32, batch=16):

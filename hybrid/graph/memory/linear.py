@@ -13,6 +13,7 @@ segments. For each of them :class:`Linearised` knows what its backward keeps (th
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -42,11 +43,13 @@ class NodeCost:
 @dataclass(frozen=True)
 class Segment:
     """Positions ``[start, stop)`` of the linear order; ``recompute``: the segment keeps only its inputs
-    in the forward pass and runs again before its backward."""
+    in the forward pass and runs again before its backward; ``inner``: how that recomputation is itself
+    cut into segments (covering ``[start, stop)``; empty: one segment, not recomputed again)."""
 
     start: int
     stop: int
     recompute: bool
+    inner: tuple["Segment", ...] = ()
 
 
 def _nbytes(value: Value) -> int:
@@ -125,15 +128,23 @@ def _probe(node: Node) -> NodeCost:
             return forward(*full)
 
         outs, vjp_fn = jax.vjp(partial, *[args[i] for i in diff])
-        keeps, new = set(), 0
+        keeps, new, large = set(), 0, False
+        biggest = max((int(np.prod(o.shape)) for o in outs), default=0)
         for leaf in jax.tree_util.tree_leaves(vjp_fn):
             position = next((i for i, a in enumerate(args) if leaf is a), None)
             if position is None:
                 position = next((n_in + j for j, o in enumerate(outs) if leaf is o), None)
-            if position is None:
-                new += int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
-            else:
+            if position is not None:
                 keeps.add(position)
+            elif 2 * int(np.prod(leaf.shape)) >= biggest:
+                large = True
+            else:
+                new += int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
+        # Arrays as large as the output that the backward keeps are elementwise functions of the op's
+        # inputs or outputs (a normalised input, an activation's derivative), which XLA fuses into the
+        # backward instead of storing: the op keeps an input it already keeps, else its output.
+        if large and not any(p < n_in and args[p].ndim for p in keeps):
+            keeps.add(n_in)
         found.update(keeps=tuple(sorted(keeps)), new=new)
         return outs
 
@@ -162,7 +173,8 @@ class Linearised:
 
     def __init__(self, graph: Graph, weights: Iterable[Value]):
         self.graph = graph
-        weights = set(weights) | set(graph.consts)
+        self.weights = set(weights)
+        weights = self.weights | set(graph.consts)
         activation: set[Value] = set(v for v in graph.inputs if v not in weights)
         self.order: list[Node] = []
         self.weight_nodes: set[Node] = set()
@@ -203,7 +215,27 @@ class Linearised:
                 held[min(positions)] += value.nbytes
         self.held_bytes = held
         self.flops = np.array([cost.flops for cost in self.costs], np.float64)
+        # the backward of a matrix product or convolution holds its activation inputs, its output's gradient
+        # and the gradients it makes (in other layouts too, on XLA:CPU) for the time it runs
+        self.backward_bytes = np.zeros(n, np.int64)
+        for i, (node, cost) in enumerate(zip(self.order, self.costs)):
+            elements = sum(math.prod(v.shape) for v in node.outputs)
+            if cost.flops > 2 * elements:
+                inputs = sum(v.nbytes for v in node.inputs if v in activation)
+                self.backward_bytes[i] = inputs + sum(v.nbytes for v in node.outputs)
         self.recomputable = np.array([not node.effects for node in self.order], bool)
+        # each floating-point weight's gradient appears at the backward of the last node reading it
+        # (directly or through weight-only work) and is kept to the end of the step
+        last_reader: dict[Value, int] = {}
+        for i, node in enumerate(self.order):
+            stack = list(node.inputs)
+            while stack:
+                value = stack.pop()
+                if value in self.weights:
+                    last_reader[value] = i
+                elif value.producer in self.weight_nodes:
+                    stack.extend(value.producer.inputs)
+        self.gradients = [(i, value.nbytes) for value, i in last_reader.items() if _inexact(value)]
 
     def __len__(self) -> int:
         return len(self.order)
@@ -230,20 +262,20 @@ class Linearised:
 
 
 def peak_bytes(lin: Linearised, plan: Sequence[Segment]) -> int:
-    """Peak live bytes of activations, residuals and activation gradients over one training step
-    under ``plan`` (segments covering the linear order), by simulation.
+    """Peak live bytes of activations, residuals and gradients over one training step
+    under ``plan`` (segments covering the linear order, each possibly with an inner plan), by simulation.
 
     Step ``i`` (``0 <= i < n``) runs node ``i`` forward, step ``2n - 1 - i`` runs its backward; a
-    recomputed segment ``[a, b)`` runs again at step ``2n - b``. A value lives from its computation to
-    its last use: forward readers; the backward of the nodes keeping it in its own segment; for a
-    segment that reads it from outside, that segment's recomputation (kept until its backward ends)
-    or the backward of its keepers there. A node's new residuals live until its backward; the gradient
-    of an activation from the backward of its last reader to that of its producer.
+    recomputed segment ``[a, b)`` runs again at step ``2n - b`` (its inner segments then keep only their
+    inputs, and run a third time at their own step); values a recomputation makes and nothing keeps are
+    freed as it goes and not counted. A value lives from its computation to its last use:
+    forward readers; the backward of the nodes keeping it in its own segment; for a segment that reads it
+    from outside, that segment's recomputation (kept until its backward ends) or the backward of its
+    keepers there. A node's new residuals live from its last computation until its backward; the gradient
+    of an activation from the backward of its last reader to that of its producer, the gradient of a
+    weight from the backward of its last reader to the end.
     """
     n = len(lin)
-    seg_of = np.empty(n, np.int64)
-    for index, segment in enumerate(plan):
-        seg_of[segment.start:segment.stop] = index
     total = 2 * n
     diff = np.zeros(total + 2, np.int64)
 
@@ -252,40 +284,65 @@ def peak_bytes(lin: Linearised, plan: Sequence[Segment]) -> int:
             diff[start] += size
             diff[end + 1] -= size
 
-    back = lambda i: total - 1 - i  # noqa: E731
-    rec_time = [total - s.stop for s in plan]
+    def back(i: int) -> int:
+        return total - 1 - i
+
+    def children(segment: Segment) -> Sequence[Segment]:
+        return segment.inner or (Segment(segment.start, segment.stop, False),)
+
+    def copy(level: Sequence[Segment], p: int, made: int, end: int | None, uses: list[int], holders: list[int],
+             size: int) -> None:
+        """The copy of a value made at step ``made`` in ``level`` (segments covering the enclosing range),
+        live until ``end`` at least; a copy made by a recomputation that nothing keeps (``end`` None) is
+        transient: the recomputation frees it as it goes, and it is not counted."""
+        starts = [s.start for s in level]
+        own = level[bisect.bisect_right(starts, p) - 1]
+        for segment in {level[bisect.bisect_right(starts, u) - 1] for u in uses}:
+            kept = [h for h in holders if segment.start <= h < segment.stop]
+            if segment is own:
+                if own.recompute and kept:
+                    inside = [u for u in uses if own.start <= u < own.stop]
+                    copy(children(own), p, total - own.stop, None, inside, kept, size)
+                elif kept:
+                    end = max(end or made, back(min(kept)))
+            elif segment.recompute:
+                end = max(end or made, back(segment.start))
+            elif kept:
+                end = max(end or made, back(min(kept)))
+        if end is not None:
+            live(made, end, size)
+
+    def made_last(i: int) -> int:
+        """The step of node ``i``'s last forward computation (in the innermost recomputed segment)."""
+        step, level = i, plan
+        while True:
+            segment = level[bisect.bisect_right([s.start for s in level], i) - 1]
+            if not segment.recompute:
+                return step
+            step, level = total - segment.stop, children(segment)
+
     for value in lin.produced:
         size = value.nbytes
         p = lin.position[value.producer]
-        own = seg_of[p]
         readers = lin.readers.get(value, [])
-        end = n if value in lin.outputs else max(readers, default=p)
         holders = lin.holders.get(value, [])
-        own_holders = [h for h in holders if seg_of[h] == own]
-        recomputed = plan[own].recompute
-        if own_holders:
-            if recomputed:
-                live(rec_time[own], back(min(own_holders)), size)
-            else:
-                end = max(end, back(min(own_holders)))
-        for s in {seg_of[r] for r in readers} - {own}:
-            if plan[s].recompute:
-                end = max(end, back(plan[s].start))
-            else:
-                outside = [h for h in holders if seg_of[h] == s]
-                if outside:
-                    end = max(end, back(min(outside)))
-        live(p, end, size)
+        end = n if value in lin.outputs else max(readers, default=p)
+        copy(plan, p, p, end, sorted(set(readers) | set(holders)), holders, size)
         if _inexact(value):
             last = n - 1 if value in lin.outputs else max(readers, default=p)
             live(back(last), back(p), size)
     for i, cost in enumerate(lin.costs):
-        s = seg_of[i]
-        live(rec_time[s] if plan[s].recompute else i, back(i), cost.new_bytes)
-    for value, holders in lin.holders.items():  # weight-only values kept by a node
+        live(made_last(i), back(i), cost.new_bytes)
+        live(back(i), back(i), int(lin.backward_bytes[i]))
+    for i, size in lin.gradients:
+        live(back(i), total - 1, size)
+    for value, holders in lin.holders.items():  # weight-only values kept by a node, made where needed
         if value.producer is None or value.producer not in lin.weight_nodes:
             continue
-        for s in {seg_of[h] for h in holders}:
-            mine = [h for h in holders if seg_of[h] == s]
-            live(rec_time[s] if plan[s].recompute else min(mine), back(min(mine)), value.nbytes)
+        made = {}
+        for h in holders:
+            step = made_last(h)
+            made[step] = min(made.get(step, h), h)
+        for step, first in made.items():
+            live(step, back(first), value.nbytes)
     return int(np.cumsum(diff).max())

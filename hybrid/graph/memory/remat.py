@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import jax
 import numpy as np
@@ -31,6 +31,7 @@ from .._lower import lower, register_kind
 from ..passes.dce import dce
 from ..rewrite import Rewriter
 from .linear import Linearised
+from .linear import Segment
 from .segment_plans import SegmentPlan, candidate_plans, even_plan, least_memory_plan, no_plan, sqrt_count
 
 __all__ = ["RematPlan", "choose_plan", "apply_plan", "check_spec", "BudgetWarning"]
@@ -80,7 +81,9 @@ def choose_plan(graph: Graph, spec: Any, weights: Iterable[Value],
     weights = list(weights)
     lin = Linearised(graph, weights)
     if len(lin) < 2:
-        return graph, None, {"note": "fewer than two operations on activations: nothing to recompute"}
+        note = "fewer than two operations on activations: nothing to recompute"
+        warnings.warn(f"hybridize(remat={spec!r}): {note}", stacklevel=5)
+        return graph, None, {"note": note}
     baseline = no_plan(lin)
     stats: dict = {"nodes": len(lin), "modeled_unoptimised_bytes": baseline.peak_bytes}
     if isinstance(spec, RematPlan):
@@ -97,7 +100,7 @@ def choose_plan(graph: Graph, spec: Any, weights: Iterable[Value],
                  planning_seconds=round(time.perf_counter() - start, 3))
     if not plan.recomputed:
         return graph, None, stats
-    return apply_plan(lin, plan), plan, stats
+    return apply_plan(lin, plan.segments), plan, stats
 
 
 def _within_budget(graph: Graph, lin: Linearised, budget: int, weights: list[Value],
@@ -105,7 +108,7 @@ def _within_budget(graph: Graph, lin: Linearised, budget: int, weights: list[Val
     """The plan recomputing least among those whose memory fits ``budget`` bytes of XLA's figure."""
     if measure is None:
         raise ValueError("a byte budget needs a measure of XLA's memory figure")
-    plans = candidate_plans(lin)
+    plans = candidate_plans(lin, suffixes=True)
     unoptimised = measure(graph)
     stats: dict = {"budget": budget, "unoptimised_xla_bytes": unoptimised}
     if unoptimised <= budget:
@@ -121,13 +124,13 @@ def _within_budget(graph: Graph, lin: Linearised, budget: int, weights: list[Val
         if not fitting:
             break
         plan = min(fitting, key=lambda p: (p.recompute_flops, p.peak_bytes))
-        tried[plan] = measure(apply_plan(lin, plan))
+        tried[plan] = measure(apply_plan(lin, plan.segments))
         if tried[plan] <= budget:
             stats["xla_bytes"] = tried[plan]
             return plan, stats
         target *= (budget - fixed) / max(tried[plan] - fixed, 1)
     least = min(plans, key=lambda p: (p.peak_bytes, p.recompute_flops))
-    reached = tried.get(least) or measure(apply_plan(lin, least))
+    reached = tried.get(least) or measure(apply_plan(lin, least.segments))
     fits = {p: b for p, b in tried.items() if b <= budget}
     if fits:  # an earlier, tighter attempt fitted
         plan = min(fits, key=lambda p: p.recompute_flops)
@@ -149,30 +152,30 @@ def _inexact(value: Value) -> bool:
         return False
 
 
-def apply_plan(lin: Linearised, plan: SegmentPlan) -> Graph:
-    """``lin.graph`` with each recomputed segment of ``plan`` replaced by a ``remat_segment`` node."""
+def apply_plan(lin: Linearised, segments: Sequence[Segment]) -> Graph:
+    """``lin.graph`` with each segment of ``segments`` (covering ``lin``'s linear order) replaced by a
+    ``remat_segment`` node (attribute ``recompute``: whether it keeps only its inputs and runs again in
+    the backward pass; its subgraph holds its inner segments as nodes of their own)."""
     graph = lin.graph
-    segments = {lin.order[s.start]: s for s in plan.segments if s.recompute}
-    absorbed = {node for s in segments.values() for node in lin.order[s.start:s.stop]}
+    first = {lin.order[s.start]: s for s in segments}
     rewriter = Rewriter(graph)
     for node in graph.nodes:
-        segment = segments.get(node)
+        segment = first.get(node)
         if segment is not None:
-            built, replaced = _segment_node(lin, segment.start, segment.stop)
+            built, replaced = _segment_node(lin, segment)
             built = rewriter.emit(built.with_inputs([rewriter.value(v) for v in built.inputs]))
             for old, new in zip(replaced, built.outputs):
                 rewriter.replace(old, new)
-        elif node not in absorbed:
+        elif node not in lin.position:
             rewriter.keep(node)
     result, _ = dce(rewriter.finish())
     return result
 
 
-def _segment_node(lin: Linearised, start: int, stop: int) -> tuple[Node, list[Value]]:
-    """The ``remat_segment`` node of positions ``[start, stop)`` and the values it replaces."""
+def _segment_node(lin: Linearised, segment: Segment) -> tuple[Node, list[Value]]:
+    """The ``remat_segment`` node of ``segment`` and the values it replaces."""
     graph = lin.graph
-    members = lin.order[start:stop]
-    inside = set(members)
+    members = lin.order[segment.start:segment.stop]
     needed: set[Node] = set()  # the weight-only work the segment reads, recomputed with it
     stack = [v.producer for node in members for v in node.inputs if v.producer in lin.weight_nodes]
     while stack:
@@ -181,7 +184,7 @@ def _segment_node(lin: Linearised, start: int, stop: int) -> tuple[Node, list[Va
             needed.add(node)
             stack.extend(v.producer for v in node.inputs if v.producer in lin.weight_nodes)
     nodes = [n for n in graph.nodes if n in needed] + members
-    inside |= needed
+    inside = needed | set(members)
     mapping: dict[Value, Value] = {}
     external: list[Value] = []
     sub_consts: dict[Value, Any] = {}
@@ -199,16 +202,49 @@ def _segment_node(lin: Linearised, start: int, stop: int) -> tuple[Node, list[Va
         copy = node.with_inputs([mapping[v] for v in node.inputs])
         mapping.update(zip(node.outputs, copy.outputs))
         cloned.append(copy)
-    outputs = lin.live_after(start, stop)
+    outputs = lin.live_after(segment.start, segment.stop)
     subgraph = Graph([mapping[v] for v in external], [mapping[v] for v in outputs], cloned, sub_consts)
+    if segment.inner:
+        inner = Linearised(subgraph, [mapping[v] for v in external if v in lin.weights])
+        shift = segment.start
+        subgraph = apply_plan(inner, [_shifted(s, shift) for s in segment.inner])
     first, last = members[0].scope or members[0].op, members[-1].scope or members[-1].op
     name = first if first == last else f"{first}..{last}"
     node = Node("remat_segment", "remat_segment", external, [(v.shape, v.dtype) for v in outputs],
-                {"name": name, "nodes": len(members), "_subgraph": subgraph}, None, members[0].scope)
+                {"name": name, "nodes": len(members), "recompute": segment.recompute, "_subgraph": subgraph}, None,
+                members[0].scope)
     return node, outputs
+
+
+def _shifted(segment: Segment, by: int) -> Segment:
+    return Segment(segment.start - by, segment.stop - by, segment.recompute,
+                   tuple(_shifted(s, by) for s in segment.inner))
 
 
 @register_kind("remat_segment")
 def _evaluate_segment(node: Node, args: list) -> list:
     run = lower(node.attrs["_subgraph"])
-    return jax.checkpoint(lambda *values: run(*values))(*args)
+
+    def forward(*values):
+        # weights and activations enter together: the segment's weight-only work (kernel transposes,
+        # casts) cannot be scheduled before the segment's activations exist
+        return run(*jax.lax.optimization_barrier(values))
+
+    if not node.attrs.get("recompute", True):
+        return forward(*args)
+
+    @jax.custom_vjp
+    def segment(*values):
+        return forward(*values)
+
+    def keep_inputs(*values):
+        return forward(*values), values
+
+    def recompute(values, grads):
+        # the recomputation waits for the gradients of the segment's outputs: run before them, it would
+        # keep the segment's residuals alive through the backward of every later segment
+        values, grads = jax.lax.optimization_barrier((values, grads))
+        return jax.vjp(forward, *values)[1](grads)
+
+    segment.defvjp(keep_inputs, recompute)
+    return segment(*args)
