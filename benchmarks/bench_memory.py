@@ -9,8 +9,8 @@
    ``hybrid.compile`` of the same step; SGD with momentum), one worker process per ``remat`` setting
    (None, ``'sqrt'``, ``'auto'``) builds the network, times its first step (trace, plan, compile, run),
    and reports XLA's figures for the step's program (``hybrid.memory_report()``): the step's memory,
-   and the activation memory = step memory - (weights + optimizer states + batch + gradients), sizes
-   taken from the arrays. The workers then time their steps
+   and the activation memory: XLA's temporaries, the step's memory beyond what it reads (weights,
+   optimizer states, batch) and returns (new weights and states over the old ones, kept gradients). The workers then time their steps
    in interleaved rounds (medians), and report the transient memory of a steady step: the process's
    peak RSS during two steps after the warm-up, above its RSS at rest between steps (freed heap, e.g.
    of compiling, handed back to the system with ``malloc_trim`` first); and how much memory training
@@ -20,8 +20,8 @@
    chooses, and the other plans tried (``'sqrt'``, ``'auto'``, ``RematPlan(k)``): each one's XLA figure
    and step time, interleaved in one process; the chosen plan should fit and be the fastest that fits.
 3. ``--gpu``: ResNet-50 v1 at batch 128 in bfloat16 (``amp.init('bfloat16')``), without remat and with
-   ``'auto'``: XLA's figures, the device's peak, images per second, and the largest batch that fits
-   (doubling, then bisecting, each try in a fresh process).
+   ``'auto'``: XLA's figures, the device's peak, images per second, and the largest batch that fits (XLA's
+   figure at batches 128 and 256 extrapolated to the device's memory, then run in a fresh process).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import table  # noqa: E402
+from benchmarks.common import sgd_step, table  # noqa: E402
 
 MB = 2 ** 20
 SPECS = ("none", "sqrt", "auto")
@@ -90,22 +90,9 @@ def parse_remat(text: str):
 
 
 def training_step(net, x, y, compiled: bool):
-    """One SGD-momentum step of ``net`` (softmax cross-entropy) as a function returning the loss."""
-    import hybrid
-    from hybrid import autograd, loss
-
-    trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9})
-    loss_fn = loss.SoftmaxCrossEntropyLoss()
-
-    def step(x, y):
-        with autograd.record():
-            out = loss_fn(net(x), y)
-        autograd.backward(out)
-        trainer.step(x.shape[0])
-        return out
-
-    run = hybrid.compile(step) if compiled else step
-    return lambda: run(x, y), trainer
+    """One SGD-momentum step of ``net`` on (x, y), as a function of nothing returning the loss."""
+    step, _ = sgd_step(net, compiled)
+    return lambda: step(x, y)
 
 
 # -- one worker per (model, remat, step kind) -------------------------------------------------
@@ -145,8 +132,7 @@ class Case:
             self.net(x[:1])
         self.net.hybridize(remat=parse_remat(remat))
         self.built_rss = trimmed_rss_mb()
-        self.step, self.trainer = training_step(self.net, x, y, compiled)
-        self.batch_bytes = x.nbytes + y.nbytes
+        self.step = training_step(self.net, x, y, compiled)
         start = time.perf_counter()
         jax.block_until_ready(self.step())
         self.first_call = time.perf_counter() - start
@@ -161,17 +147,13 @@ class Case:
         jax.block_until_ready(self.step())
         report = hybrid.memory_report()
         program = report.programs[0]
-        params = list(self.net.collect_params().values())
-        grads = sum(p.data().nbytes for p in params if p.grad_req != "null")
-        states = sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(list(self.trainer._states.values())))
-        fixed = sum(p.data().nbytes for p in params) + states + self.batch_bytes + grads
         entry = next(iter(self.net._cached_op.entries.values()))
         stat = next((s for s in entry.pass_stats if s.name == "remat"), None)
         details = stat.details if stat else {}
         return {"first_call_s": self.first_call, "plan": details.get("plan", "-"),
                 "planning_s": details.get("planning_seconds", 0.0), "xla_mb": program.total / MB,
                 "arguments_mb": program.arguments / MB, "temporaries_mb": program.temporaries / MB,
-                "activation_mb": (program.total - fixed) / MB, "programs": len(report.programs),
+                "activation_mb": program.temporaries / MB, "programs": len(report.programs),
                 "device_peak_mb": None if report.device_peak_bytes is None else report.device_peak_bytes / MB}
 
     def time_step(self) -> float:
@@ -287,7 +269,7 @@ def budget_rows(model: str, fractions=(0.5, 0.3), repeats: int = 5, batch: int |
         with autograd.pause():
             net(x[:1])
         net.hybridize(remat=remat)
-        step, _ = training_step(net, x, y, compiled=False)
+        step = training_step(net, x, y, compiled=False)
         jax.block_until_ready(step())
         entry = next(iter(net._cached_op.entries.values()))
         return step, entry
@@ -343,21 +325,32 @@ def fits(model: str, batch: int, remat: str) -> bool:
     return done.returncode == 0
 
 
-def largest_batch(model: str, remat: str, start: int) -> int:
-    """The largest batch (to 1/16 of it) whose step runs: doubling from ``start``, then bisecting."""
-    low, high = 0, start
-    while fits(model, high, remat):
-        low, high = high, 2 * high
-    while high - low > max(1, low // 16):
-        middle = (low + high) // 2
-        low, high = (middle, high) if fits(model, middle, remat) else (low, middle)
-    return low
+def largest_batch(model: str, remat: str, figures: dict[int, float], limit_mb: float) -> int:
+    """The largest batch whose step runs: XLA's step memory at two batches, extrapolated linearly to the
+    device's memory, then checked by running it (backing off by 10% up to three times)."""
+    (small, low), (large, high) = sorted(figures.items())
+    per_sample = (high - low) / (large - small)
+    batch = int(large + 0.95 * (limit_mb - high) / per_sample)
+    for _ in range(3):
+        if fits(model, batch, remat):
+            return batch
+        batch = int(batch * 0.9)
+    return 0
 
 
 def gpu_section(repeats: int) -> list[dict]:
+    """ResNet-50 at batch 128 in bfloat16, without remat and with 'auto': figures, images/s, largest batch."""
+    import jax
     rows = remat_rows("resnet50", False, repeats, batch=128, specs=("none", "auto"), bfloat16=True)
+    limit_mb = jax.devices()[0].memory_stats()["bytes_limit"] / MB
     for row in rows:
-        row["largest_batch"] = largest_batch("resnet50", row["remat"], 128)
+        worker = Worker()
+        try:
+            at_256 = worker.ask(do="build", model="resnet50", remat=row["remat"], compiled=False, batch=256,
+                                bfloat16=True)["xla_mb"]
+        finally:
+            worker.close()
+        row["largest_batch"] = largest_batch("resnet50", row["remat"], {128: row["xla_mb"], 256: at_256}, limit_mb)
     return rows
 
 

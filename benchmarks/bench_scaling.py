@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import hybrid  # noqa: E402
 from hybrid import distributed, nn  # noqa: E402
 
-from common import compiled_sgd_step, interleaved_medians, table  # noqa: E402
+from common import interleaved_medians, sgd_step, table  # noqa: E402
 
 
 def mlp():
@@ -75,7 +75,7 @@ def make_step(build, x, y, mesh):
     net = build()
     net.initialize(hybrid.init.Xavier())
     net.hybridize()
-    step, _ = compiled_sgd_step(net, **({} if mesh is None else {"mesh": mesh}))
+    step, _ = sgd_step(net, **({} if mesh is None else {"mesh": mesh}))
 
     if mesh is not None:
         x, y = distributed.shard_batch((x, y), mesh)

@@ -71,23 +71,23 @@ def table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def compiled_sgd_step(net, **placement) -> tuple[Callable, object]:
-    """``hybrid.compile`` of one training step of ``net`` (softmax cross-entropy, SGD with momentum
-    0.9, learning rate 0.01); ``placement`` goes to the Trainer (e.g. ``mesh=``). Returns (step, trainer)."""
+def sgd_step(net, compiled: bool = True, **placement) -> tuple[Callable, object]:
+    """One training step of ``net`` (softmax cross-entropy, SGD with momentum 0.9, learning rate 0.01):
+    ``hybrid.compile`` of it, or the Gluon loop's step as it is with ``compiled=False``; ``placement``
+    goes to the Trainer (e.g. ``mesh=``). Returns (step, trainer); ``step(x, y)`` returns the loss."""
     import hybrid
     from hybrid import autograd, loss
 
     loss_fn = loss.SoftmaxCrossEntropyLoss()
     trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9}, **placement)
 
-    @hybrid.compile
     def step(x, y):
         with autograd.record():
             out = loss_fn(net(x), y)
         autograd.backward(out)
         trainer.step(x.shape[0])
         return out
-    return step, trainer
+    return (hybrid.compile(step) if compiled else step), trainer
 
 
 def capture_recorded_program(run: Callable[[], object]) -> tuple[Callable, list, list]:

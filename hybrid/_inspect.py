@@ -43,9 +43,11 @@ def inspect(block: Any = None, *inputs: Any, passes: str | Sequence[str] | None 
             training: bool = False) -> Inspection | list[CacheEntry]:
     """Trace ``block`` on ``inputs`` and run ``passes`` (default: the block's pipeline).
 
-    ``training`` selects train-mode behaviour (dropout, batch statistics). Parameters
-    with deferred shapes are initialised, as at a first call; nothing else changes.
-    Without a block, ``inspect()`` lists what the compile caches hold (:func:`compile_caches`).
+    ``training`` selects train-mode behaviour (dropout, batch statistics) and, for a block
+    hybridized with ``remat=``, shows the graph that training differentiates: its segments as
+    ``remat_segment`` nodes, the plan in the ``remat`` statistics. Parameters with deferred
+    shapes are initialised, as at a first call; nothing else changes. Without a block,
+    ``inspect()`` lists what the compile caches hold (:func:`compile_caches`).
     """
     if block is None:
         if inputs:
@@ -55,8 +57,12 @@ def inspect(block: Any = None, *inputs: Any, passes: str | Sequence[str] | None 
     with autograd.pause(train_mode=training):
         traced = trace_block(block, (inputs, {}))
     target = Target.for_backend()
-    after, stats = run_passes(traced.graph, chosen, target)
-    return Inspection(traced.graph, after, stats, tuple(chosen), target)
+    remat = getattr(block, "_remat", None) if training else None
+    if remat is None:
+        after, stats = run_passes(traced.graph, chosen, target)
+        return Inspection(traced.graph, after, stats, tuple(chosen), target)
+    entry = CompiledForward(traced, chosen, remat)
+    return Inspection(traced.graph, entry.train_graph, entry.pass_stats, tuple(chosen), target)
 
 
 def memory_plan(block: Any, *inputs: Any, training: bool = True, remat: Any = None,
@@ -70,7 +76,7 @@ def memory_plan(block: Any, *inputs: Any, training: bool = True, remat: Any = No
     chosen = resolve_passes(passes) if passes is not None else getattr(block, "_passes", resolve_passes(None))
     with autograd.pause(train_mode=training):
         entry = CompiledForward(trace_block(block, (inputs, {})), chosen, remat)
-    graph = entry.graph
+    graph = entry.train_graph
     if training:
         run = lower(graph)
         specs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in graph.inputs]
@@ -79,7 +85,7 @@ def memory_plan(block: Any, *inputs: Any, training: bool = True, remat: Any = No
                                input_names=[v.name for v in entry.graph.inputs])
     plan = plan_memory(graph, schedule=schedule, strategy=strategy)
     if training:
-        plan.xla_bytes = entry.training_memory(entry.graph)
+        plan.xla_bytes = entry.training_memory(entry.train_graph)
     return plan
 
 

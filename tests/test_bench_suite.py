@@ -181,3 +181,20 @@ def test_eigen_threads_bench_times_both_settings_in_their_own_processes():
         assert float(ms) > 0 and float(thread_ms) > 0 and float(ratio.rstrip("x")) > 0
         if variant == "limit":
             assert ratio == "1.00x" and spread == "1.00"
+
+
+def test_memory_bench_measures_remat_and_budgets(tmp_path):
+    """benchmarks/bench_memory.py on a small MLP: one row per remat setting and step kind with XLA's figures,
+    where remat lowers the activation memory, and the byte-budget table, where each chosen plan fits."""
+    out = subprocess.run([sys.executable, "benchmarks/bench_memory.py", "--models", "mlp12", "--batch", "512",
+                          "--repeats", "1", "--budgets", "mlp12", "--json", str(tmp_path / "memory.json")],
+                         cwd=ROOT, capture_output=True, text=True, check=True, timeout=900).stdout
+    assert "mlp12, Gluon loop" in out and "mlp12, hybrid.compile" in out and "byte budgets" in out
+    results = json.loads((tmp_path / "memory.json").read_text())
+    for kind in ("loop", "compiled"):
+        rows = {row["remat"]: row for row in results[f"mlp12-{kind}"]}
+        assert set(rows) == {"none", "sqrt", "auto"} and rows["none"]["activation_x"] == 1.0
+        assert rows["sqrt"]["activation_mb"] < rows["none"]["activation_mb"] > rows["auto"]["activation_mb"]
+        assert all(row["step_s"] > 0 and row["first_call_s"] > 0 for row in rows.values())
+    chosen = [row for row in results["mlp12-budgets"] if row["budget"].startswith("budget")]
+    assert len(chosen) == 2 and all(row["fits"] for row in chosen)

@@ -15,7 +15,8 @@ import numpy as np
 from . import ops
 from .ir import Graph, Node, Value
 
-__all__ = ["Rewriter", "make_op_node", "types_of", "const_value", "is_scalar_const", "use_counts", "positions"]
+__all__ = ["Rewriter", "make_op_node", "types_of", "const_value", "is_scalar_const", "use_counts", "positions",
+           "extract_subgraph"]
 
 
 class Rewriter:
@@ -136,3 +137,28 @@ def positions(graph: Graph) -> dict[Value, int]:
             where[value] = index
     return where
 
+
+
+def extract_subgraph(members: list[Node], consts: dict, outputs: list[Value]) -> tuple[Graph, list[Value]]:
+    """``members`` (in order) copied into a standalone Graph returning the copies of ``outputs``, and the
+    values of the old graph its inputs stand for (what the members read from outside them, constants
+    excepted: those are copied into the subgraph)."""
+    inside = {v for node in members for v in node.outputs}
+    external: list[Value] = []
+    mapping: dict[Value, Value] = {}
+    sub_consts = {}
+    for node in members:
+        for value in node.inputs:
+            if value in inside or value in mapping:
+                continue
+            fresh = mapping[value] = Value(value.shape, value.dtype, value.name)
+            if value in consts:
+                sub_consts[fresh] = consts[value]
+            else:
+                external.append(value)
+    cloned = []
+    for node in members:
+        copy = node.with_inputs([mapping[v] for v in node.inputs])
+        mapping.update(zip(node.outputs, copy.outputs))
+        cloned.append(copy)
+    return Graph([mapping[v] for v in external], [mapping[v] for v in outputs], cloned, sub_consts), external

@@ -18,6 +18,8 @@ once per step.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -29,12 +31,16 @@ import numpy as np
 from ..ir import Graph, Node, Value
 from .._lower import lower, register_kind
 from ..passes.dce import dce
-from ..rewrite import Rewriter
+from ..rewrite import Rewriter, extract_subgraph
 from .linear import Linearised
 from .linear import Segment
-from .segment_plans import SegmentPlan, candidate_plans, even_plan, least_memory_plan, no_plan, sqrt_count
+from .segment_plans import (SegmentPlan, candidate_plans, even_plan, least_memory, least_memory_plan, no_plan,
+                            sqrt_count)
 
 __all__ = ["RematPlan", "choose_plan", "apply_plan", "check_spec", "BudgetWarning"]
+
+
+LEAST_MEMORY_CHECKS = 3  # plans compiled to find the least memory when no plan fits a budget
 
 
 class BudgetWarning(UserWarning):
@@ -71,8 +77,9 @@ def choose_plan(graph: Graph, spec: Any, weights: Iterable[Value],
     ``weights``: the graph inputs alive for the whole step (parameters). ``measure(graph)`` returns
     XLA's memory figure for the training step of a graph; only byte budgets call it: the plan is chosen
     on the simulated peak, scaled to XLA's figure of the unrecomputed graph, and checked against XLA's
-    figure for the chosen plan (tightened up to three times when over budget).
-    Warns (:class:`BudgetWarning`) when no plan meets a budget, naming the least memory reachable.
+    figure for the chosen plan (tightened up to three times when over budget). When none fits, the plans
+    simulated to need least (and ``'auto'``'s) are compiled, and the one XLA gives least memory is used,
+    with a :class:`BudgetWarning` naming its figure.
     """
     check_spec(spec, "hybridize")
     if spec is None:
@@ -82,7 +89,7 @@ def choose_plan(graph: Graph, spec: Any, weights: Iterable[Value],
     lin = Linearised(graph, weights)
     if len(lin) < 2:
         note = "fewer than two operations on activations: nothing to recompute"
-        warnings.warn(f"hybridize(remat={spec!r}): {note}", stacklevel=5)
+        warnings.warn(f"hybridize(remat={spec!r}): {note}", stacklevel=_user_stacklevel())
         return graph, None, {"note": note}
     baseline = no_plan(lin)
     stats: dict = {"nodes": len(lin), "modeled_unoptimised_bytes": baseline.peak_bytes}
@@ -93,7 +100,7 @@ def choose_plan(graph: Graph, spec: Any, weights: Iterable[Value],
     elif spec == "auto":
         plan = least_memory_plan(lin)
     else:
-        plan, budget_stats = _within_budget(graph, lin, int(spec), weights, measure)
+        plan, budget_stats = _within_budget(graph, lin, int(spec), measure)
         stats.update(budget_stats)
     stats.update(plan=plan.describe(), segments=len(plan.segments), recomputed=plan.recomputed,
                  recompute_fraction=round(plan.recompute_fraction, 3), modeled_peak_bytes=plan.peak_bytes,
@@ -103,7 +110,7 @@ def choose_plan(graph: Graph, spec: Any, weights: Iterable[Value],
     return apply_plan(lin, plan.segments), plan, stats
 
 
-def _within_budget(graph: Graph, lin: Linearised, budget: int, weights: list[Value],
+def _within_budget(graph: Graph, lin: Linearised, budget: int,
                    measure: Callable[[Graph], int] | None) -> tuple[SegmentPlan, dict]:
     """The plan recomputing least among those whose memory fits ``budget`` bytes of XLA's figure."""
     if measure is None:
@@ -114,8 +121,8 @@ def _within_budget(graph: Graph, lin: Linearised, budget: int, weights: list[Val
     if unoptimised <= budget:
         stats["note"] = "fits without rematerialisation"
         return plans[0], stats
-    # XLA's figure ~ arguments and gradients (fixed) + scale * simulated peak
-    fixed = sum(v.nbytes for v in graph.inputs) + sum(v.nbytes for v in weights if _inexact(v))
+    # XLA's figure ~ the graph's inputs (weights, batch) + scale * simulated peak (activations, gradients)
+    fixed = sum(v.nbytes for v in graph.inputs)
     scale = max(unoptimised - fixed, 1) / max(plans[0].peak_bytes, 1)
     target = (budget - fixed) / scale
     tried: dict[SegmentPlan, int] = {}
@@ -124,32 +131,33 @@ def _within_budget(graph: Graph, lin: Linearised, budget: int, weights: list[Val
         if not fitting:
             break
         plan = min(fitting, key=lambda p: (p.recompute_flops, p.peak_bytes))
-        tried[plan] = measure(apply_plan(lin, plan.segments))
-        if tried[plan] <= budget:
-            stats["xla_bytes"] = tried[plan]
+        measured = tried[plan] = measure(apply_plan(lin, plan.segments))
+        if measured <= budget:
+            stats["xla_bytes"] = measured
             return plan, stats
-        target *= (budget - fixed) / max(tried[plan] - fixed, 1)
-    least = min(plans, key=lambda p: (p.peak_bytes, p.recompute_flops))
-    reached = tried.get(least) or measure(apply_plan(lin, least.segments))
-    fits = {p: b for p, b in tried.items() if b <= budget}
-    if fits:  # an earlier, tighter attempt fitted
-        plan = min(fits, key=lambda p: p.recompute_flops)
-        stats["xla_bytes"] = fits[plan]
-        return plan, stats
-    if reached <= budget:
-        stats["xla_bytes"] = reached
-        return least, stats
-    stats.update(xla_bytes=reached, note=f"budget cannot be met; the least memory reachable is {reached} bytes")
-    warnings.warn(f"hybridize(remat={budget}): no plan fits {budget} bytes; the least memory reachable is "
-                  f"{reached} bytes ({least.describe()}), which is used", BudgetWarning, stacklevel=6)
+        target *= (budget - fixed) / max(measured - fixed, 1)
+    # the least memory reachable, by XLA's figure, among the plans simulated to need least
+    lowest = sorted(plans, key=lambda p: (p.peak_bytes, p.recompute_flops))[:LEAST_MEMORY_CHECKS]
+    for plan in lowest + [least_memory(plans)]:
+        if plan not in tried:
+            tried[plan] = measure(apply_plan(lin, plan.segments))
+    least = min(tried, key=lambda p: (tried[p], p.recompute_flops))
+    reached = stats["xla_bytes"] = tried[least]
+    if reached > budget:
+        stats["note"] = f"budget cannot be met; the least memory reachable is {reached} bytes"
+        warnings.warn(f"hybridize(remat={budget}): no plan fits {budget} bytes; the least memory reachable is "
+                      f"{reached} bytes ({least.describe()}), which is used", BudgetWarning,
+                      stacklevel=_user_stacklevel())
     return least, stats
 
 
-def _inexact(value: Value) -> bool:
-    try:
-        return np.issubdtype(np.dtype(value.dtype), np.inexact)
-    except TypeError:
-        return False
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside the hybrid package."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def apply_plan(lin: Linearised, segments: Sequence[Segment]) -> Graph:
@@ -184,30 +192,11 @@ def _segment_node(lin: Linearised, segment: Segment) -> tuple[Node, list[Value]]
             needed.add(node)
             stack.extend(v.producer for v in node.inputs if v.producer in lin.weight_nodes)
     nodes = [n for n in graph.nodes if n in needed] + members
-    inside = needed | set(members)
-    mapping: dict[Value, Value] = {}
-    external: list[Value] = []
-    sub_consts: dict[Value, Any] = {}
-    for node in nodes:
-        for value in node.inputs:
-            if value.producer in inside or value in mapping:
-                continue
-            fresh = mapping[value] = Value(value.shape, value.dtype, value.name)
-            if value in graph.consts:
-                sub_consts[fresh] = graph.consts[value]
-            else:
-                external.append(value)
-    cloned = []
-    for node in nodes:
-        copy = node.with_inputs([mapping[v] for v in node.inputs])
-        mapping.update(zip(node.outputs, copy.outputs))
-        cloned.append(copy)
     outputs = lin.live_after(segment.start, segment.stop)
-    subgraph = Graph([mapping[v] for v in external], [mapping[v] for v in outputs], cloned, sub_consts)
+    subgraph, external = extract_subgraph(nodes, graph.consts, outputs)
     if segment.inner:
-        inner = Linearised(subgraph, [mapping[v] for v in external if v in lin.weights])
-        shift = segment.start
-        subgraph = apply_plan(inner, [_shifted(s, shift) for s in segment.inner])
+        inner = Linearised(subgraph, [sub for sub, v in zip(subgraph.inputs, external) if v in lin.weights])
+        subgraph = apply_plan(inner, [_shifted(s, segment.start) for s in segment.inner])
     first, last = members[0].scope or members[0].op, members[-1].scope or members[-1].op
     name = first if first == last else f"{first}..{last}"
     node = Node("remat_segment", "remat_segment", external, [(v.shape, v.dtype) for v in outputs],

@@ -24,7 +24,8 @@ import numpy as np
 
 from .linear import Linearised, Segment, peak_bytes
 
-__all__ = ["SegmentPlan", "even_plan", "least_memory_plan", "candidate_plans", "no_plan", "sqrt_count"]
+__all__ = ["SegmentPlan", "even_plan", "least_memory", "least_memory_plan", "candidate_plans", "no_plan",
+           "sqrt_count"]
 
 MAX_OUTER = 8  # two-level plans: at most this many outer segments ...
 MAX_INNER = 8  # ... each cut into at most this many
@@ -180,8 +181,12 @@ def candidate_plans(lin: Linearised, suffixes: bool = False) -> list[SegmentPlan
     return list(plans.values())
 
 
-def least_memory_plan(lin: Linearised) -> SegmentPlan:
-    """The candidate of lowest simulated peak; among those within 2% of it, the one recomputing least."""
-    plans = candidate_plans(lin)
+def least_memory(plans: list[SegmentPlan]) -> SegmentPlan:
+    """The plan of lowest simulated peak; among those within 2% of it, the one recomputing least."""
     lowest = min(p.peak_bytes for p in plans)
     return min((p for p in plans if p.peak_bytes <= 1.02 * lowest), key=lambda p: (p.recompute_flops, p.peak_bytes))
+
+
+def least_memory_plan(lin: Linearised) -> SegmentPlan:
+    """:func:`least_memory` of the :func:`candidate_plans`."""
+    return least_memory(candidate_plans(lin))

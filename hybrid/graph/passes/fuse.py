@@ -22,7 +22,7 @@ import jax
 from ..ir import Graph, Node, Value
 from .._lower import inlining, lower, register_kind
 from ..ops import OpPattern, pattern_of
-from ..rewrite import Rewriter, use_counts
+from ..rewrite import Rewriter, extract_subgraph, use_counts
 from ..target import Target
 from . import register_pass
 
@@ -81,28 +81,8 @@ _fused_ids = itertools.count()
 def build_fused(members: list[Node], consts: dict, live_outside: set[Value]) -> tuple[Node, list[Value]]:
     """One ``fused`` node computing ``members`` (in order) with a standalone subgraph, and the
     values of the old graph its outputs replace."""
-    inside = {v for node in members for v in node.outputs}
-    external: list[Value] = []
-    mapping: dict[Value, Value] = {}
-    sub_consts = {}
-    for node in members:
-        for value in node.inputs:
-            if value in inside or value in mapping:
-                continue
-            fresh = Value(value.shape, value.dtype, value.name)
-            mapping[value] = fresh
-            if value in consts:
-                sub_consts[fresh] = consts[value]
-            else:
-                external.append(value)
-    cloned = []
-    for node in members:
-        copy = node.with_inputs([mapping[v] for v in node.inputs])
-        mapping.update(zip(node.outputs, copy.outputs))
-        cloned.append(copy)
     outputs = [v for node in members for v in node.outputs if v in live_outside]
-    sub_inputs = [mapping[v] for v in external]
-    subgraph = Graph(sub_inputs, [mapping[v] for v in outputs], cloned, sub_consts)
+    subgraph, external = extract_subgraph(members, consts, outputs)
     names = tuple(n.display_name() for n in members)
     node = Node("fused", "fused", external, [(v.shape, v.dtype) for v in outputs],
                 {"name": "+".join(names), "_ops": names, "_subgraph": subgraph}, None, members[0].scope)
