@@ -33,11 +33,13 @@ class NodeCost:
 
     ``keeps``: positions in ``inputs + outputs`` of the values its VJP saves; ``new_bytes``: bytes of
     the other arrays it saves; ``flops``: floating-point operations of its forward (matrix products and
-    convolutions counted as multiply-adds, other operations as one per output element)."""
+    convolutions counted as multiply-adds, other operations as one per output element), of which
+    ``product_flops`` in matrix products and convolutions."""
 
     keeps: tuple[int, ...]
     new_bytes: int
     flops: float
+    product_flops: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -67,29 +69,30 @@ def _node_key(node: Node) -> Any:
     return (node.kind, node.op, attrs, inner, tuple((v.shape, str(v.dtype)) for v in node.inputs))
 
 
-def _flops(jaxpr: Any) -> float:
-    """Forward floating-point work of a jaxpr, nested calls included."""
-    total = 0.0
+def _flops(jaxpr: Any) -> tuple[float, float]:
+    """(all, matrix-product and convolution) floating-point work of a jaxpr, nested calls included."""
+    total = products = 0.0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
         out = sum(math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape"))
         if name == "dot_general":
             (contract, _), _ = eqn.params["dimension_numbers"]
             lhs = eqn.invars[0].aval.shape
-            total += 2.0 * out * math.prod(lhs[d] for d in contract)
+            work = 2.0 * out * math.prod(lhs[d] for d in contract)
+            total, products = total + work, products + work
         elif name == "conv_general_dilated":
             rhs = eqn.invars[1].aval.shape
             spec = eqn.params["dimension_numbers"].rhs_spec  # (out feature, in feature, *spatial)
-            window = math.prod(rhs[d] for d in spec[2:])
-            total += 2.0 * out * rhs[spec[1]] * window
+            work = 2.0 * out * rhs[spec[1]] * math.prod(rhs[d] for d in spec[2:])
+            total, products = total + work, products + work
         else:
             inner = [p for p in eqn.params.values() if hasattr(p, "eqns") or hasattr(p, "jaxpr")]
-            if inner:
-                for sub in inner:
-                    total += _flops(getattr(sub, "jaxpr", sub))
-            else:
+            for sub in inner:
+                sub_total, sub_products = _flops(getattr(sub, "jaxpr", sub))
+                total, products = total + sub_total, products + sub_products
+            if not inner:
                 total += out
-    return total
+    return total, products
 
 
 _PROBED: dict[Any, NodeCost] = {}
@@ -146,11 +149,11 @@ def _probe(node: Node) -> NodeCost:
         return outs
 
     try:
+        flops, products = _flops(jax.make_jaxpr(forward)(*specs).jaxpr)
         jax.make_jaxpr(probe)(*specs)
-        flops = _flops(jax.make_jaxpr(forward)(*specs).jaxpr)
     except Exception:  # not differentiable as traced: assume it keeps its inputs
         return NodeCost(tuple(range(n_in)), 0, float(sum(v.nbytes for v in node.outputs)))
-    return NodeCost(found["keeps"], found["new"], flops)
+    return NodeCost(found["keeps"], found["new"], flops, products)
 
 
 class Linearised:
@@ -216,8 +219,7 @@ class Linearised:
         # and the gradients it makes (in other layouts too, on XLA:CPU) for the time it runs
         self.backward_bytes = np.zeros(n, np.int64)
         for i, (node, cost) in enumerate(zip(self.order, self.costs)):
-            elements = sum(math.prod(v.shape) for v in node.outputs)
-            if cost.flops > 2 * elements:
+            if cost.product_flops:
                 inputs = sum(v.nbytes for v in node.inputs if v in activation)
                 self.backward_bytes[i] = inputs + sum(v.nbytes for v in node.outputs)
         self.recomputable = np.array([not node.effects for node in self.order], bool)

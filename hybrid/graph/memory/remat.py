@@ -138,7 +138,7 @@ def _within_budget(graph: Graph, lin: Linearised, budget: int,
         target *= (budget - fixed) / max(measured - fixed, 1)
     # the least memory reachable, by XLA's figure, among the plans simulated to need least
     lowest = sorted(plans, key=lambda p: (p.peak_bytes, p.recompute_flops))[:LEAST_MEMORY_CHECKS]
-    for plan in lowest + [least_memory(plans)]:
+    for plan in lowest + [least_memory(plans), least_memory_plan(lin)]:
         if plan not in tried:
             tried[plan] = measure(apply_plan(lin, plan.segments))
     least = min(tried, key=lambda p: (tried[p], p.recompute_flops))
