@@ -33,13 +33,11 @@ class NodeCost:
 
     ``keeps``: positions in ``inputs + outputs`` of the values its VJP saves; ``new_bytes``: bytes of
     the other arrays it saves; ``flops``: floating-point operations of its forward (matrix products and
-    convolutions counted as multiply-adds, other operations as one per output element), of which
-    ``product_flops`` in matrix products and convolutions."""
+    convolutions counted as multiply-adds, other operations as one per output element)."""
 
     keeps: tuple[int, ...]
     new_bytes: int
     flops: float
-    product_flops: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -69,30 +67,27 @@ def _node_key(node: Node) -> Any:
     return (node.kind, node.op, attrs, inner, tuple((v.shape, str(v.dtype)) for v in node.inputs))
 
 
-def _flops(jaxpr: Any) -> tuple[float, float]:
-    """(all, matrix-product and convolution) floating-point work of a jaxpr, nested calls included."""
-    total = products = 0.0
+def _flops(jaxpr: Any) -> float:
+    """Forward floating-point work of a jaxpr, nested calls included."""
+    total = 0.0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
         out = sum(math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape"))
         if name == "dot_general":
             (contract, _), _ = eqn.params["dimension_numbers"]
             lhs = eqn.invars[0].aval.shape
-            work = 2.0 * out * math.prod(lhs[d] for d in contract)
-            total, products = total + work, products + work
+            total += 2.0 * out * math.prod(lhs[d] for d in contract)
         elif name == "conv_general_dilated":
             rhs = eqn.invars[1].aval.shape
             spec = eqn.params["dimension_numbers"].rhs_spec  # (out feature, in feature, *spatial)
-            work = 2.0 * out * rhs[spec[1]] * math.prod(rhs[d] for d in spec[2:])
-            total, products = total + work, products + work
+            total += 2.0 * out * rhs[spec[1]] * math.prod(rhs[d] for d in spec[2:])
         else:
             inner = [p for p in eqn.params.values() if hasattr(p, "eqns") or hasattr(p, "jaxpr")]
             for sub in inner:
-                sub_total, sub_products = _flops(getattr(sub, "jaxpr", sub))
-                total, products = total + sub_total, products + sub_products
+                total += _flops(getattr(sub, "jaxpr", sub))
             if not inner:
                 total += out
-    return total, products
+    return total
 
 
 _PROBED: dict[Any, NodeCost] = {}
@@ -149,11 +144,11 @@ def _probe(node: Node) -> NodeCost:
         return outs
 
     try:
-        flops, products = _flops(jax.make_jaxpr(forward)(*specs).jaxpr)
+        flops = _flops(jax.make_jaxpr(forward)(*specs).jaxpr)
         jax.make_jaxpr(probe)(*specs)
     except Exception:  # not differentiable as traced: assume it keeps its inputs
         return NodeCost(tuple(range(n_in)), 0, float(sum(v.nbytes for v in node.outputs)))
-    return NodeCost(found["keeps"], found["new"], flops, products)
+    return NodeCost(found["keeps"], found["new"], flops)
 
 
 class Linearised:
@@ -215,11 +210,12 @@ class Linearised:
                 held[min(positions)] += value.nbytes
         self.held_bytes = held
         self.flops = np.array([cost.flops for cost in self.costs], np.float64)
-        # the backward of a matrix product or convolution holds its activation inputs, its output's gradient
-        # and the gradients it makes (in other layouts too, on XLA:CPU) for the time it runs
+        # the backward of an operation doing more than elementwise work (a matrix product, a convolution,
+        # a normalisation) holds its activation inputs, its output's gradient and the gradients it makes
+        # (in other layouts too, on XLA:CPU) for the time it runs
         self.backward_bytes = np.zeros(n, np.int64)
         for i, (node, cost) in enumerate(zip(self.order, self.costs)):
-            if cost.product_flops:
+            if cost.flops > 2 * sum(math.prod(v.shape) for v in node.outputs):
                 inputs = sum(v.nbytes for v in node.inputs if v in activation)
                 self.backward_bytes[i] = inputs + sum(v.nbytes for v in node.outputs)
         self.recomputable = np.array([not node.effects for node in self.order], bool)

@@ -1,12 +1,14 @@
 """Rematerialisation of any training graph: segments that keep only their inputs and run again in the
 backward pass.
 
-A plan (see :mod:`.segment_plans`) cuts the graph's activation nodes into segments. Each recomputed
-segment becomes one ``remat_segment`` node holding the segment as a subgraph, together with the
-weight-only work it reads (layout transposes and casts of parameters are recomputed too, so that no
-transformed copy of a weight stays alive between the forward and the backward pass). The node lowers to
-``jax.checkpoint`` of the subgraph: the forward pass keeps the segment's inputs only, and the backward
-pass runs the segment again, behind an optimisation barrier, before differentiating it.
+A plan (see :mod:`.segment_plans`) cuts the graph's activation nodes into segments, and each segment
+becomes one ``remat_segment`` node holding it as a subgraph, together with the weight-only work it reads
+(layout transposes and casts of parameters are recomputed too, so that no transformed copy of a weight
+stays alive between the forward and the backward pass). A recomputed segment lowers to a
+``jax.custom_vjp`` function whose forward pass keeps the segment's inputs only, and whose backward pass
+runs the segment again (its own inner segments nested the same way), then differentiates it. Two
+optimisation barriers order the program: the recomputation waits for the gradients of the segment's
+outputs, and the segment's weight-only work waits for its activations.
 
 XLA:CPU removes such barriers before its common-subexpression pass unless told otherwise, which merges
 the recomputation back into the forward pass; every program hybrid compiles therefore gets
@@ -32,8 +34,7 @@ from ..ir import Graph, Node, Value
 from .._lower import lower, register_kind
 from ..passes.dce import dce
 from ..rewrite import Rewriter, extract_subgraph
-from .linear import Linearised
-from .linear import Segment
+from .linear import Linearised, Segment
 from .segment_plans import (SegmentPlan, candidate_plans, even_plan, least_memory, least_memory_plan, no_plan,
                             sqrt_count)
 
