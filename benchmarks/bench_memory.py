@@ -303,7 +303,8 @@ def budget_rows(model: str, fractions=(0.5, 0.3), repeats: int = 5, batch: int |
                      "fits": memory[name] <= budget, "step_s": medians[name], "first_call_s": seconds,
                      "fitting_tried": len(fits), "fastest_tried": fastest or "-",
                      "fastest_tried_s": fits[fastest] if fastest else None,
-                     "vs_fastest": medians[name] / fits[fastest] if fastest else None})
+                     "vs_fastest": medians[name] / fits[fastest] if fastest else None,
+                     "least_tried_mb": min(memory[n] for n in tried) / MB})
     for name in tried:
         rows.append({"model": model, "budget": f"(tried) {name}", "xla_mb": memory[name] / MB, "step_s": medians[name]})
     rows.insert(0, {"model": model, "budget": "(none)", "xla_mb": baseline / MB, "step_s": None})
@@ -361,6 +362,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=None, help="override every model's batch")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--budgets", default="mlp48,transformer24", help="models of the budget section ('' for none)")
+    parser.add_argument("--budget-fractions", default="0.5,0.3",
+                        help="budgets as fractions of the un-rematerialised training memory")
     parser.add_argument("--gpu", action="store_true", help="only the accelerator section")
     parser.add_argument("--json", default=None)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -385,7 +388,8 @@ def main() -> None:
                       f"({time.perf_counter() - start:.0f} s)")
                 print(table(rows, REMAT_COLUMNS), flush=True)
         for model in filter(None, args.budgets.split(",")):
-            rows = budget_rows(model, repeats=args.repeats, batch=args.batch)
+            fractions = [float(f) for f in args.budget_fractions.split(",")]
+            rows = budget_rows(model, fractions, repeats=args.repeats, batch=args.batch)
             results[f"{model}-budgets"] = rows
             print(f"\n{model}: byte budgets on the training memory (forward and backward)")
             print(table(rows, BUDGET_COLUMNS), flush=True)

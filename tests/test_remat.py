@@ -399,3 +399,16 @@ def test_memory_report_of_a_compiled_step():
     assert program.name.startswith("compiled step") and program.runs == 2
     executable = compiled._programs[next(iter(compiled._programs))]
     assert program.temporaries > 0 and executable.memory[0].memory() == program
+
+
+def test_inspect_and_memory_plan_show_the_rematerialised_training_graph(rng):
+    x = rng.standard_normal((256, 32)).astype(np.float32)
+    net = built(lambda: deep_mlp(12, 32), x, "sqrt")
+    inspection = hybrid.inspect(net, x, training=True)
+    stat = inspection.stats[-1]
+    assert stat.name == "remat" and stat.details["recomputed"] >= 2
+    assert "remat_segment" in str(inspection.after) and "recompute=True" in str(inspection.after)
+    assert "remat_segment" not in str(hybrid.inspect(net, x).after)  # inference: no segments
+    plain = hybrid.memory_plan(net, x)
+    planned = hybrid.memory_plan(net, x, remat="sqrt")
+    assert planned.xla_bytes < plain.xla_bytes

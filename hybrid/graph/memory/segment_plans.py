@@ -152,7 +152,10 @@ def sqrt_count(lin: Linearised) -> int:
 
 
 def _thresholds(lin: Linearised, count: int = 48) -> np.ndarray:
+    """``count`` thresholds spaced geometrically from the largest node's residuals to all residuals."""
     total = float(lin.held_bytes.sum())
+    if total <= 0:
+        return np.zeros(0)
     low = max(float(lin.held_bytes.max()), total / max(2, len(lin)))
     return np.unique(np.geomspace(low, total, count))
 
