@@ -1,0 +1,166 @@
+"""MXNet's NDArray methods on JAX arrays, added while the MXNet surface is in use.
+
+Gluon 1.x code calls operators as methods: ``x.slice_axis(axis=1, begin=0, end=2)``,
+``x.reshape((0, -1))``, ``x.split(num_outputs=4, axis=-1)``, ``x.sum(axis=0, exclude=True)``. Importing
+a user-facing module of ``hybrid.mxnet`` (``nd``, ``sym``, ``gluon``, ...) calls :func:`enable`, which
+gives ``jax.Array`` and JAX's tracers (hence hybrid's recorded values) these methods:
+
+- methods JAX arrays lack (``slice_axis``, ``expand_dims``, ``split``, ``tile``, ``exp``, ...) call the
+  MXNet operator of the same name, ``F.<name>(x, *args, **kwargs)``;
+- methods JAX arrays have keep JAX's meaning for every call JAX accepts; a call JAX would reject gets
+  MXNet's meaning: ``reshape`` with MXNet's codes (0, -2, -3, -4 on a non-empty array) or ``reverse=``,
+  ``transpose(axes=...)``, reductions with ``exclude=``;
+- names that cannot mean the same on immutable arrays (``asnumpy``, ``asscalar``, ``attach_grad``,
+  ``grad``) raise :class:`ArrayMethodError` (an ``AttributeError``) saying what to write instead.
+
+``disable()`` restores JAX's classes as they were.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+from jax._src import core
+
+__all__ = ["ArrayMethodError", "enable", "disable", "enabled", "OPERATOR_METHODS", "UNAVAILABLE"]
+
+
+class ArrayMethodError(AttributeError):
+    """An NDArray method that has no meaning on an immutable ``jax.Array``; the message says what to use."""
+
+
+# method name -> what to write instead
+UNAVAILABLE = {
+    "asnumpy": "hybrid.mxnet arrays are jax.Array: write np.asarray(x) instead of x.asnumpy()",
+    "asscalar": "hybrid.mxnet arrays are jax.Array: write x.item() (or float(x)) instead of x.asscalar()",
+    "attach_grad": ("jax.Array cannot hold a gradient buffer: instead of x.attach_grad(); y.backward(); x.grad "
+                    "write g = autograd.grad(y, x) inside/after autograd.record(), or make x a Parameter "
+                    "(p.grad() after backward)"),
+    "grad": ("jax.Array has no .grad: use autograd.grad(y, x), or a Parameter's p.grad() after "
+             "autograd.backward / loss.backward()"),
+}
+
+# methods JAX arrays lack, served by the MXNet operator of the same name
+OPERATOR_METHODS = (
+    "slice_axis", "slice_like", "expand_dims", "split", "tile", "broadcast_like", "broadcast_axes",
+    "broadcast_axis", "reshape_like", "pick", "topk", "shape_array", "size_array", "zeros_like", "ones_like",
+    "softmax", "log_softmax", "relu", "sigmoid", "tanh", "exp", "expm1", "log", "log1p", "log2", "log10",
+    "sqrt", "rsqrt", "square", "abs", "sign", "floor", "ceil", "trunc", "fix", "rint", "sin", "cos",
+    "arccos", "arcsin", "arctan", "norm", "flip", "one_hot", "nansum", "nanprod", "slice", "swapaxes",
+)
+_EXCLUDE_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
+_CLASSES: tuple = ()
+_saved: list[tuple[type, str, Any]] = []  # (class, name, previous attribute or _ABSENT)
+_ABSENT = object()
+
+
+def _F() -> Any:
+    from .ops import F
+    return F
+
+
+def _unavailable(name: str) -> property:
+    message = UNAVAILABLE[name]
+
+    def getter(self: Any) -> Any:
+        raise ArrayMethodError(f"{type(self).__name__}.{name}: {message}")
+    return property(getter, doc=message)
+
+
+def _operator_method(name: str) -> Callable:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(_F(), name)(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = f"MXNet's ``x.{name}(...)``: ``F.{name}(x, ...)``."
+    return method
+
+
+def _is_mxnet_shape(self: Any, shape: tuple) -> bool:
+    if any(type(d) is int and d < -1 for d in shape):
+        return True
+    return 0 in shape and self.size != 0
+
+
+def _reshape(original: Callable) -> Callable:
+    def reshape(self: Any, *args: Any, **kwargs: Any) -> Any:
+        shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+        if "shape" in kwargs or "reverse" in kwargs:
+            return _F().reshape(self, *args, **kwargs)
+        if shape and all(isinstance(d, int) for d in shape) and _is_mxnet_shape(self, tuple(shape)):
+            return _F().reshape(self, shape=tuple(shape), **kwargs)
+        return original(self, *args, **kwargs)
+    reshape.__doc__ = original.__doc__
+    return reshape
+
+
+def _transpose(original: Callable) -> Callable:
+    def transpose(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if "axes" in kwargs:
+            return _F().transpose(self, *args, **kwargs)
+        return original(self, *args, **kwargs)
+    transpose.__doc__ = original.__doc__
+    return transpose
+
+
+def _reduction(name: str, original: Callable) -> Callable:
+    def reduction(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if "exclude" in kwargs:
+            return getattr(_F(), name)(self, *args, **kwargs)
+        return original(self, *args, **kwargs)
+    reduction.__name__ = name
+    reduction.__doc__ = original.__doc__
+    return reduction
+
+
+def _as_in_context(self: Any, ctx: Any) -> Any:
+    """MXNet's ``x.as_in_context(ctx)``: ``jax.device_put`` onto the context's device."""
+    from .context import to_device
+    return jax.device_put(self, to_device(ctx)) if isinstance(self, jax.Array) and not isinstance(
+        self, core.Tracer) else self
+
+
+def _wait_to_read(self: Any) -> None:
+    """MXNet's ``x.wait_to_read()``: wait until the value is computed."""
+    if hasattr(self, "block_until_ready"):
+        self.block_until_ready()
+
+
+def _set(cls: type, name: str, value: Any) -> None:
+    _saved.append((cls, name, cls.__dict__.get(name, _ABSENT)))
+    setattr(cls, name, value)
+
+
+def enabled() -> bool:
+    """True while the MXNet methods are on JAX's array classes."""
+    return bool(_saved)
+
+
+def enable() -> None:
+    """Give ``jax.Array`` and JAX's tracers MXNet's NDArray methods (idempotent)."""
+    if _saved:
+        return
+    array_impl = type(jax.numpy.zeros(()))
+    for cls in (array_impl, core.Tracer):
+        for name in UNAVAILABLE:
+            if not hasattr(cls, name) or name == "grad":
+                _set(cls, name, _unavailable(name))
+        for name in OPERATOR_METHODS:
+            if not hasattr(cls, name):
+                _set(cls, name, _operator_method(name))
+        _set(cls, "reshape", _reshape(getattr(cls, "reshape")))
+        _set(cls, "transpose", _transpose(getattr(cls, "transpose")))
+        for name in _EXCLUDE_REDUCTIONS:
+            _set(cls, name, _reduction(name, getattr(cls, name)))
+        for name, value in (("as_in_context", _as_in_context), ("wait_to_read", _wait_to_read)):
+            if not hasattr(cls, name):
+                _set(cls, name, value)
+
+
+def disable() -> None:
+    """Restore JAX's array classes as they were before :func:`enable`."""
+    while _saved:
+        cls, name, previous = _saved.pop()
+        if previous is _ABSENT:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, previous)

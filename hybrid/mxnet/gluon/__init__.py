@@ -1,0 +1,14 @@
+"""``mxnet.gluon``: hybrid's blocks, parameters, layers, losses and trainer under Gluon 1.x's module names."""
+from __future__ import annotations
+
+from .. import array_methods as _array_methods
+from ... import data, utils  # noqa: F401
+from ...parameter import Constant, Parameter, ParameterDict
+from ...trainer import Trainer
+from . import block, contrib, loss, model_zoo, nn, parameter, rnn  # noqa: F401
+from .block import Block, HybridBlock, SymbolBlock
+
+__all__ = ["Block", "HybridBlock", "SymbolBlock", "Parameter", "Constant", "ParameterDict", "Trainer", "nn", "rnn",
+           "loss", "data", "utils", "model_zoo", "contrib", "block", "parameter"]
+
+_array_methods.enable()
