@@ -1,0 +1,15 @@
+"""One table of MXNet operators with MXNet's attribute semantics.
+
+It serves as ``F`` in Gluon 1.x ``hybrid_forward`` (MXNet's ``nd`` and ``sym`` faces at once: the same
+calls work on concrete arrays and under tracing) and as the MXNet symbol importer
+(:mod:`hybrid.export.mxnet_symbol`). ``OPERATORS`` maps every MXNet name and alias to its :class:`Op`.
+"""
+from __future__ import annotations
+
+from . import elementwise, nn, tensor  # noqa: F401  (registration)
+from ._namespace import F, Namespace
+from ._registry import OPERATORS, Attrs, Op, OpContext, UnsupportedOperatorError, call_op, get_op, register
+from .tensor import mxnet_reshape
+
+__all__ = ["F", "Attrs", "OpContext", "Op", "OPERATORS", "get_op", "call_op", "register", "Namespace",
+           "UnsupportedOperatorError", "mxnet_reshape"]
