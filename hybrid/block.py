@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _cached_op, _context, _functional, _lazy, _state, autograd
+from . import _cached_op, _context, _functional, _gluon1, _lazy, _state, autograd
 from . import init as _init
 from ._watch import Watched
 from .interop.arrays import convert_inputs, needs_conversion
@@ -286,6 +286,8 @@ class Block(Watched, metaclass=_BlockMeta):
         if isinstance(value, Block):
             self.register_child(value, name)
         elif isinstance(value, Parameter):
+            if "_gluon1_params" in self.__dict__:
+                self._rename_gotten(name, value)
             if "_shared_params" in self.__dict__:
                 value = self._shared_for(name, value)
             self._children.pop(name, None)
@@ -346,8 +348,40 @@ class Block(Watched, metaclass=_BlockMeta):
     @property
     def params(self) -> ParameterDict:
         """This block's own parameters (not its children's), by attribute name, as a
-        :class:`~hybrid.parameter.ParameterDict` (a ``dict``)."""
-        return ParameterDict(self._reg_params)
+        :class:`~hybrid.parameter.ParameterDict` (a ``dict``). Its ``get(name, shape=..., ...)`` and
+        ``get_constant(name, value)`` create parameters of this block as Gluon 1.x's do."""
+        return ParameterDict._of_block(self, self._reg_params)
+
+    def _gluon1_parameter(self, name: str, make: Callable[[str], Parameter],
+                          reuse: Callable[[Parameter], None]) -> Parameter:
+        """Gluon 1.x's ``self.params.get``: the parameter this block registered as ``name`` (by
+        ``params.get`` or as an attribute), checked by ``reuse``; else the one shared under ``name`` by
+        ``params=``; else ``make(full 1.x name)``. A new parameter is registered under ``name`` until it is
+        assigned to an attribute of another name (then it goes by that name, as in Gluon 1.x)."""
+        gotten = self.__dict__.get("_gluon1_params")
+        existing = gotten.get(name) if gotten else None
+        if existing is None:
+            existing = self._reg_params.get(name)
+        if existing is not None:
+            reuse(existing)
+            return existing
+        param = make(self.prefix + name)
+        param._gluon1_name = name
+        if "_shared_params" in self.__dict__:
+            param = self._shared_for(name, param)
+        if gotten is None:
+            gotten = {}
+            object.__setattr__(self, "_gluon1_params", gotten)
+        gotten[name] = param
+        self._reg_params[name] = param
+        self._changed()
+        return param
+
+    def _rename_gotten(self, name: str, param: Parameter) -> None:
+        """``self.<name> = self.params.get(other)``: the parameter goes by ``name`` instead of ``other``."""
+        for other, gotten in self._gluon1_params.items():
+            if gotten is param and other != name and self._reg_params.get(other) is param:
+                del self._reg_params[other]
 
     def collect_params(self, select: str | None = None) -> ParameterDict:
         """All parameters of this block and its children, keyed by structural name, as a
@@ -763,6 +797,37 @@ class HybridBlock(Block):
         """
         from .export.symbol_json import export_block
         return export_block(self, path, epoch)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Gluon 1.x blocks define ``hybrid_forward`` instead: calls ``hybrid_forward(F, *args, **kwargs,
+        **params)``, with ``F`` the MXNet operator namespace (:mod:`hybrid.mxnet.ops`, the same for eager
+        and hybridized calls) and ``params`` the block's own parameters' data by registered name.
+        Raises NotImplementedError when the class defines neither."""
+        if not self._gluon1:
+            raise NotImplementedError(f"{type(self).__name__} must implement forward(self, x, ...) "
+                                      "(or Gluon 1.x's hybrid_forward(self, F, x, ...))")
+        F = _gluon1._F or _gluon1.operators()
+        params = {name: param.data() for name, param in self._reg_params.items()}
+        return self.hybrid_forward(F, *args, **kwargs, **params)
+
+    def hybrid_forward(self, F: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+        """Gluon 1.x's computation: ``F`` is MXNet's operator namespace, ``kwargs`` hold the block's
+        parameters' data by name. Override it (or ``forward``) in subclasses."""
+        raise NotImplementedError(f"{type(self).__name__} must implement forward(self, x, ...) "
+                                  "(or Gluon 1.x's hybrid_forward(self, F, x, ...))")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._gluon1 = cls.hybrid_forward is not HybridBlock.hybrid_forward
+
+    _gluon1 = False
+
+    def infer_shape(self, *args: Any, **kwargs: Any) -> None:
+        """Fill in unknown parameter shapes from the first inputs. For a ``hybrid_forward`` block: from
+        the operators its parameters are passed to (see :mod:`hybrid._gluon1`); layers override it."""
+        if not self._gluon1:
+            return super().infer_shape(*args, **kwargs)
+        _gluon1.infer_shapes(self, args, kwargs)
 
     def _get_cached_op(self) -> _cached_op.CachedOp:
         op = self._cached_op

@@ -78,6 +78,8 @@ class Parameter(Watched):
             BatchNorm's running statistics).
     """
 
+    _gluon1_name: str | None = None  # the name given to Gluon 1.x's self.params.get, if it made this one
+
     def __init__(self, name: str | None = "weight", grad_req: str = "write", shape: Any = None,
                  dtype: Any = "float32", lr_mult: float = 1.0, wd_mult: float = 1.0, init: Any = None,
                  allow_deferred_init: bool = False, differentiable: bool = True,
@@ -470,17 +472,75 @@ class ParameterDict(dict):
     A Parameter shared by several blocks appears under each of its names; the methods act on it once.
     """
 
+    _block: Any = None  # the block of ``block.params``, where get() creates parameters
+
+    @classmethod
+    def _of_block(cls, block: Any, params: Mapping[str, "Parameter"]) -> "ParameterDict":
+        """``block.params``: a ParameterDict whose :meth:`get` and :meth:`get_constant` create parameters
+        of ``block``."""
+        own = cls(params)
+        own._block = block
+        return own
+
     def get(self, name: str, default: Any = None, **kwargs: Any) -> Any:
         """The Parameter called ``name``, else ``default`` (``dict.get``, as Gluon 2.0).
 
-        Raises TypeError with keyword arguments: Gluon 1.x's ``get(name, shape=...)`` created parameters;
-        in hybrid a block creates them as attributes (``self.weight = Parameter('weight', shape=...)``).
+        On a block's own ``self.params``, Gluon 1.x's ``get(name, shape=..., init=..., dtype=...,
+        allow_deferred_init=..., grad_req=..., lr_mult=..., wd_mult=..., differentiable=...)``: the
+        block's parameter ``name``, created (and registered under ``name``) if the block has none, its full
+        1.x name ``block.prefix + name``. For an existing parameter the keywords are checked: unknown
+        dimensions (0) of ``shape`` are filled in, another known shape, dtype, ``grad_req``, ``lr_mult``
+        or ``wd_mult`` raises ValueError. A Gluon 1.x block's ``get(name)`` creates too; elsewhere it only
+        looks up. Raises TypeError for keywords on other ParameterDicts (e.g. ``collect_params()``), which
+        only look up, and for keywords Parameter does not take.
         """
-        if kwargs:
-            raise TypeError(f"ParameterDict.get({name!r}, {', '.join(kwargs)}=...): Gluon 1.x's get() created "
-                            "Parameters; create them as block attributes instead, e.g. "
-                            "self.weight = hybrid.Parameter('weight', shape=(...))")
-        return dict.get(self, name, default)
+        block = self._block
+        if block is None or (not kwargs and (name in self or not getattr(block, "_gluon1", False))):
+            if kwargs:
+                raise TypeError(f"ParameterDict.get({name!r}, {', '.join(kwargs)}=...): this ParameterDict (e.g. "
+                                "from collect_params()) only looks parameters up. Create them in the block, "
+                                "with Gluon 1.x's self.params.get(name, shape=...) or as block attributes "
+                                "(self.weight = hybrid.Parameter('weight', shape=...))")
+            return dict.get(self, name, default)
+        where = f"{type(block).__name__}.params.get({name!r})"
+
+        def make(full_name: str) -> Parameter:
+            try:
+                return Parameter(full_name, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{where}: {exc}; it takes the keywords of hybrid.Parameter (shape, dtype, init, "
+                                "grad_req, lr_mult, wd_mult, allow_deferred_init, differentiable)") from None
+        param = block._gluon1_parameter(name, make, lambda p: _merge_gluon1_keywords(p, kwargs, where))
+        dict.__setitem__(self, name, param)
+        return param
+
+    def get_constant(self, name: str, value: Any = None) -> "Constant":
+        """Gluon 1.x's ``self.params.get_constant(name, value)`` on a block's own ``self.params``: the
+        block's Constant ``name``, created from ``value`` (array-like) if the block has none.
+
+        Raises KeyError when there is none and ``value`` is None, ValueError when ``name`` is a Parameter
+        that is not a Constant or a Constant of another value, TypeError on other ParameterDicts.
+        """
+        block = self._block
+        if block is None:
+            raise TypeError(f"ParameterDict.get_constant({name!r}): only a block's own self.params creates "
+                            "constants (Gluon 1.x)")
+        where = f"{type(block).__name__}.params.get_constant({name!r})"
+
+        def make(full_name: str) -> Constant:
+            if value is None:
+                raise KeyError(f"{where}: the block has no constant {name!r}; pass its value to create it")
+            return Constant(value, name=full_name)
+
+        def reuse(param: Parameter) -> None:
+            if not isinstance(param, Constant):
+                raise ValueError(f"{where}: {name!r} is a {type(param).__name__}, not a Constant")
+            if value is not None and (np.shape(value) != param.shape or
+                                      not np.array_equal(np.asarray(value), param.value)):
+                raise ValueError(f"{where}: the constant exists with another value (shape {param.shape})")
+        param = block._gluon1_parameter(name, make, reuse)
+        dict.__setitem__(self, name, param)
+        return param
 
     def update(self, other: Mapping[str, Parameter] | Iterable[tuple[str, Parameter]] = (),
                **kwargs: Parameter) -> None:
@@ -605,6 +665,28 @@ class ParameterDict(dict):
         params = {name[len(restore_prefix):]: p for name, p in self.items()}
         parameter_file_loader(params, filename, None, ctx if device is None else device, allow_missing,
                               ignore_extra, cast_dtype, dtype_source, "the ParameterDict")()
+
+
+def _merge_gluon1_keywords(param: Parameter, kwargs: dict, where: str) -> None:
+    """Check Gluon 1.x ``get`` keywords against an existing parameter; fill its unknown dimensions."""
+    shape = kwargs.get("shape")
+    if shape is not None:
+        shape = _normalize_shape(shape)
+        if param.shape is None:
+            param.shape = shape
+        elif len(shape) != len(param.shape) or any(a and b and a != b for a, b in zip(shape, param.shape)):
+            raise ValueError(f"{where}: the parameter exists with shape {param.shape}, asked for {shape}")
+        else:
+            param._shape = tuple(a or b for a, b in zip(param.shape, shape))
+    dtype = kwargs.get("dtype")
+    if dtype is not None and np.dtype(jnp.dtype(dtype)) != param.dtype and \
+            _supported_dtype(dtype, param.name) != param.dtype:
+        raise ValueError(f"{where}: the parameter exists with dtype {param.dtype}, asked for {np.dtype(dtype)}")
+    for attr in ("grad_req", "lr_mult", "wd_mult"):
+        if attr in kwargs and kwargs[attr] != getattr(param, attr) and not (
+                attr == "grad_req" and not param.differentiable):
+            raise ValueError(f"{where}: the parameter exists with {attr}={getattr(param, attr)!r}, asked for "
+                             f"{kwargs[attr]!r}")
 
 
 # a pytree node like dict (keys in sorted order), so jax.tree_util sees the Parameters inside it
