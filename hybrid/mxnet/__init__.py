@@ -21,7 +21,7 @@ _SUBMODULES = {
     "nd": "ndarray", "ndarray": "ndarray", "sym": "symbol", "symbol": "symbol", "gluon": "gluon",
     "init": "initializer", "initializer": "initializer", "autograd": "autograd", "context": "context",
     "random": "random", "base": "base", "metric": "metric", "optimizer": "optimizer",
-    "lr_scheduler": "lr_scheduler", "ops": "ops", "array_methods": "array_methods",
+    "lr_scheduler": "lr_scheduler", "ops": "ops", "operator": "operator", "array_methods": "array_methods",
 }
 # attribute -> (submodule, name in it)
 _NAMES = {

@@ -1,0 +1,234 @@
+"""GluonCV's own model-zoo source files, run unchanged through ``hybrid.mxnet`` installed as ``mxnet``.
+
+For each network of :data:`NETWORKS`: import GluonCV's model file from the GluonCV sources installed beside
+MXNet 1.9.1, build the network with ``pretrained=False``, load the parameters MXNet saved for the same
+network (``save_parameters``, structural names), run it eagerly and hybridized on the input MXNet ran, and
+compare with MXNet's outputs. Prints one row per network (status, worst error relative to the output's
+largest magnitude, or the first line of the error) and writes the table to
+``benchmarks/results/gluoncv-files.txt``.
+
+How GluonCV's files are loaded (:func:`load_gluoncv`): ``hybrid.mxnet.install()`` makes ``import mxnet``
+resolve to hybrid's MXNet surface. The package ``gluoncv`` and its ``model_zoo`` and ``utils`` packages
+are registered without running their ``__init__.py`` (which check MXNet's version and import every
+model family, the datasets, plotting and download helpers); the model files, ``gluoncv.nn``,
+``gluoncv.loss`` and ``gluoncv.utils.parallel`` are GluonCV's own, imported unchanged. ``gluoncv.data``
+is a stub holding the VOC dataset's class names and class count, which the detection and segmentation
+builders read; nothing else is stubbed.
+
+MXNet's files come from ``benchmarks/gluoncv_models.py --export`` (``<name>-structural.params`` and
+``io.npz`` under ``$GLUONCV_MODELS``, default ``/work/gluoncv_models``, else ``/work/gluoncv_files``).
+
+    python3 benchmarks/gluoncv_files.py [--only NAME ...] [--no-write]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+from typing import Any, Callable
+
+import numpy as np
+
+GLUONCV = os.environ.get("GLUONCV_SOURCES", "/work/mxnet-env/lib/python3.11/site-packages/gluoncv")
+ROOTS = [r for r in (os.environ.get("GLUONCV_MODELS"), "/work/gluoncv_models", "/work/gluoncv_files") if r]
+RESULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "gluoncv-files.txt")
+RTOL, ATOL = 1e-3, 1e-4  # atol relative to the output's largest magnitude, as benchmarks/gluoncv_models.py
+
+VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+               "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train",
+               "tvmonitor")
+
+# network -> (GluonCV module, builder name, keyword arguments)
+NETWORKS: dict[str, tuple[str, str, dict]] = {
+    "resnet50_v1b": ("gluoncv.model_zoo.resnetv1b", "resnet50_v1b", {}),
+    "mobilenetv3_small": ("gluoncv.model_zoo.mobilenetv3", "mobilenet_v3_small", {}),
+    "mobilenetv3_large": ("gluoncv.model_zoo.mobilenetv3", "mobilenet_v3_large", {}),
+    "se_resnext50_32x4d": ("gluoncv.model_zoo.resnext", "se_resnext50_32x4d", {}),
+    "resnest50": ("gluoncv.model_zoo.resnest", "resnest50", {}),
+    "yolo3_mobilenet1.0_voc": ("gluoncv.model_zoo.yolo.yolo3", "yolo3_mobilenet1_0_voc", {"pretrained_base": False}),
+    "yolo3_darknet53_voc": ("gluoncv.model_zoo.yolo.yolo3", "yolo3_darknet53_voc", {"pretrained_base": False}),
+    "ssd_300_vgg16_atrous_voc": ("gluoncv.model_zoo.ssd.presets", "ssd_300_vgg16_atrous_voc",
+                                 {"pretrained_base": False}),
+    "ssd_512_resnet50_v1_voc": ("gluoncv.model_zoo.ssd.presets", "ssd_512_resnet50_v1_voc", {"pretrained_base": False}),
+    "fcn_resnet50_voc": ("gluoncv.model_zoo.fcn", "get_fcn_resnet50_voc", {"pretrained_base": False}),
+}
+
+
+def _data_stub() -> types.ModuleType:
+    """``gluoncv.data`` reduced to what the builders read: VOC's class names and class count."""
+    data = types.ModuleType("gluoncv.data", "Stub of gluoncv.data: dataset class names only.")
+
+    class VOCDetection:
+        CLASSES = VOC_CLASSES
+
+    class VOCSegmentation:
+        CLASSES = ("background",) + VOC_CLASSES
+        NUM_CLASS = 21
+
+    data.VOCDetection = VOCDetection
+    data.VOCSegmentation = VOCSegmentation
+    data.datasets = {"pascal_voc": VOCSegmentation, "pascal_aug": VOCSegmentation}
+    return data
+
+
+def _bare_package(name: str, path: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__path__ = [path]
+    module.__package__ = name
+    sys.modules[name] = module
+    return module
+
+
+def load_gluoncv(root: str = GLUONCV) -> types.ModuleType:
+    """Install ``hybrid.mxnet`` as ``mxnet`` and register the ``gluoncv`` package from ``root`` so that its
+    model files import unchanged (see the module docstring for what is registered bare or stubbed)."""
+    import hybrid.mxnet
+    hybrid.mxnet.install()
+    if "gluoncv" in sys.modules:
+        return sys.modules["gluoncv"]
+    if not os.path.isdir(os.path.join(root, "model_zoo")):
+        raise FileNotFoundError(f"GluonCV sources not found at {root!r} (set GLUONCV_SOURCES)")
+    package = _bare_package("gluoncv", root)
+    package.model_zoo = _bare_package("gluoncv.model_zoo", os.path.join(root, "model_zoo"))
+    package.utils = _bare_package("gluoncv.utils", os.path.join(root, "utils"))
+    package.data = sys.modules["gluoncv.data"] = _data_stub()
+    return package
+
+
+def build(name: str) -> Any:
+    """GluonCV's network ``name`` built from its own model file, ``pretrained=False``."""
+    load_gluoncv()
+    module_name, builder, kwargs = NETWORKS[name]
+    module = importlib.import_module(module_name)
+    return getattr(module, builder)(pretrained=False, **kwargs)
+
+
+def _folder(name: str) -> str | None:
+    for root in ROOTS:
+        folder = os.path.join(root, name)
+        if os.path.exists(os.path.join(folder, f"{name}-structural.params")) and \
+                os.path.exists(os.path.join(folder, "io.npz")):
+            return folder
+    return None
+
+
+def _flatten(out: Any) -> list:
+    if isinstance(out, (list, tuple)):
+        return [leaf for item in out for leaf in _flatten(item)]
+    return [out]
+
+
+def compare(got: list, want: list) -> tuple[bool, float, str]:
+    """``(ok, worst error relative to the output's scale, detail)``."""
+    if len(got) != len(want):
+        return False, float("inf"), f"{len(got)} outputs, MXNet gave {len(want)}"
+    worst, ok = 0.0, True
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g).astype(np.float64)
+        w = w.astype(np.float64)
+        if g.shape != w.shape:
+            return False, float("inf"), f"output {i} has shape {g.shape}, MXNet's {w.shape}"
+        scale = max(float(np.max(np.abs(w))) if w.size else 0.0, 1e-30)
+        err = float(np.max(np.abs(g - w))) / scale if w.size else 0.0
+        worst = max(worst, err)
+        ok &= bool(np.all(np.abs(g - w) <= RTOL * np.abs(w) + ATOL * scale))
+    return ok, worst, ""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:240] if text else ''}"
+
+
+def check_one(name: str) -> dict:
+    """Build, load MXNet's parameters, run eager and hybridized, compare; one result row."""
+    row: dict[str, Any] = {"name": name}
+    folder = _folder(name)
+    if folder is None:
+        return dict(row, status="no-mxnet-files", detail=f"no {name}-structural.params + io.npz under {ROOTS}")
+    io = np.load(os.path.join(folder, "io.npz"))
+    want = [io[k] for k in sorted((k for k in io.files if k.startswith("out")), key=lambda k: int(k[3:]))]
+    x = io["data"]
+    stage = "import/build"
+    start = time.perf_counter()
+    try:
+        net = build(name)
+        stage = "load_parameters"
+        net.load_parameters(os.path.join(folder, f"{name}-structural.params"))
+        results = {}
+        for mode in ("eager", "hybridized"):
+            stage = mode
+            if mode == "hybridized":
+                net.hybridize()
+            results[mode] = compare(_flatten(net(x)), want)
+    except Exception as exc:  # a row of the table, not a crash of the run
+        import traceback
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "gluoncv" in f.filename]
+        where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+        return dict(row, status="error", detail=f"{stage}: {_first_line(exc)}{where}",
+                    seconds=round(time.perf_counter() - start, 1))
+    ok = all(r[0] for r in results.values())
+    detail = ", ".join(f"{mode} {r[1]:.1e}{' ' + r[2] if r[2] else ''}" for mode, r in results.items())
+    return dict(row, status="match" if ok else "mismatch", detail=f"max error {detail}",
+                seconds=round(time.perf_counter() - start, 1))
+
+
+def _child(name: str, timeout: float) -> dict:
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONWARNINGS="ignore",
+               PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name], capture_output=True,
+                              text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"name": name, "status": "timeout", "detail": f"no result within {timeout:.0f} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    return {"name": name, "status": "crash", "detail": f"exit {proc.returncode}: {tail[:300]}"}
+
+
+def _format(row: dict) -> str:
+    secs = f" [{row['seconds']}s]" if "seconds" in row else ""
+    return f"{row['name']:26s} {row['status']:10s} {row.get('detail', '')}{secs}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=sorted(NETWORKS), help="check only these networks")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per network")
+    parser.add_argument("--no-write", action="store_true", help="do not write benchmarks/results/gluoncv-files.txt")
+    args = parser.parse_args(argv)
+    if args.one:
+        print("RESULT " + json.dumps(check_one(args.one)), flush=True)
+        return
+    names = args.only or list(NETWORKS)
+    header = f"{'network':26s} {'status':10s} detail"
+    print(header, flush=True)
+    rows = []
+    for name in names:
+        rows.append(_child(name, args.timeout))
+        print(_format(rows[-1]), flush=True)
+    matched = sum(r["status"] == "match" for r in rows)
+    summary = (f"{matched} of {len(rows)} GluonCV model files match MXNet's outputs eager and hybridized "
+               f"(rtol {RTOL:g}, atol {ATOL:g} x the output's largest magnitude)")
+    print(summary)
+    if not args.no_write and not args.only:
+        import jax
+        with open(RESULT, "w") as f:
+            f.write(f"# benchmarks/gluoncv_files.py ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, jax "
+                    f"{jax.__version__}; GluonCV's model files through hybrid.mxnet, MXNet 1.9.1's saved "
+                    f"parameters, inputs and outputs)\n{header}\n")
+            f.writelines(_format(r) + "\n" for r in rows)
+            f.write(summary + "\n")
+
+
+if __name__ == "__main__":
+    main()
