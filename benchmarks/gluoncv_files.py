@@ -34,6 +34,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 GLUONCV = os.environ.get("GLUONCV_SOURCES", "/work/mxnet-env/lib/python3.11/site-packages/gluoncv")
 ROOTS = [r for r in (os.environ.get("GLUONCV_MODELS"), "/work/gluoncv_models", "/work/gluoncv_files") if r]
 RESULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "gluoncv-files.txt")

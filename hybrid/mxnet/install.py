@@ -75,8 +75,8 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         module = _resolve(fullname)
         if module is None:
             return None
-        is_package = hasattr(module, "__path__") or isinstance(module, _NamespaceModule)
-        return importlib.machinery.ModuleSpec(fullname, _Loader(module), is_package=is_package)
+        # every alias is a package, so that mxnet.symbol.contrib resolves below the module hybrid.mxnet.symbol
+        return importlib.machinery.ModuleSpec(fullname, _Loader(module), is_package=True)
 
 
 _finder = _AliasFinder()
