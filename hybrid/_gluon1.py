@@ -158,7 +158,7 @@ class Unknown:
         try:
             self.param.shape = shape
         except ShapeError as exc:
-            raise ShapeError(f"{type(self.block).__name__}: parameter {self.name!r} is declared with shape "
+            raise ShapeError(f"parameter {self.name!r} is declared with shape "
                              f"{self.param.shape} (0 = unknown), but F.{op} needs {tuple(shape)} for the input "
                              "it gets") from exc
         self.param._finish_deferred_init()
@@ -279,7 +279,7 @@ def infer_shapes(block: Any, args: tuple, kwargs: dict) -> None:
             jax.eval_shape(run, *specs)
         except Exception as exc:
             left = [u for u in unknown.values() if u.param._data is None]
-            if not left:
+            if not left or isinstance(exc, ShapeError):
                 raise
             raise _cannot_infer(block, left, exc) from exc
         finally:
@@ -299,7 +299,7 @@ def _cannot_infer(block: Any, left: list, exc: Exception | None) -> DeferredInit
         how = "hybrid_forward does not pass it to an operator; "
     ops = ", ".join(f"F.{op}" for op in RULES)
     return DeferredInitializationError(
-        f"{type(block).__name__}: cannot infer the unknown dimensions (0) of parameter(s) {names}: "
+        f"cannot infer the unknown dimensions (0) of parameter(s) {names}: "
         f"{how}hybrid infers them where a parameter is passed as a parameter input of {ops} (or as an "
         "operand of F.elemwise_*). Give the full shape in self.params.get(..., shape=...), or define "
         "infer_shape(self, *inputs) setting the parameters' shapes (e.g. self.weight.shape = (units, x.shape[1])).")
