@@ -24,27 +24,36 @@ def _names(symbols: Any) -> list[str]:
 
 class SymbolBlock(_SymbolBlock):
     """``SymbolBlock(outputs, inputs, params=None)``: with ``outputs`` a Symbol from ``mx.sym.load`` /
-    ``load_json`` and ``inputs`` ``mx.sym.var`` Symbols, the block runs that MXNet graph (its parameters
-    start uninitialised unless ``params`` holds them); with hybrid's graph Values, as ``hybrid.SymbolBlock``.
-    ``SymbolBlock.imports(symbol_file, input_names, param_file)`` reads files.
+    ``load_json`` and ``inputs`` ``mx.sym.var`` Symbols, the block runs that MXNet graph once
+    ``load_parameters(param_file)`` has given it its parameters (hybrid's importer reads the shapes from
+    that file); with hybrid's graph Values, as ``hybrid.SymbolBlock``.
+    ``SymbolBlock.imports(symbol_file, input_names, param_file)`` reads both files at once.
     """
 
-    def __new__(cls, outputs: Any = None, inputs: Any = None, params: Any = None, **kwargs: Any) -> Any:
-        if isinstance(outputs, Symbol):
-            if outputs._graph is None:
-                raise NotImplementedError("gluon.SymbolBlock: outputs must be a Symbol loaded with mx.sym.load or "
-                                          "load_json (hybrid does not compose graphs from mx.sym Symbols)")
-            with tempfile.TemporaryDirectory() as tmp:
-                path = os.path.join(tmp, "graph-symbol.json")
-                outputs.save(path)
-                block = _SymbolBlock.imports.__func__(cls, path, _names(inputs))
-            for name, value in (params or {}).items():
-                block.collect_params()[name].set_data(value.data() if hasattr(value, "data") else value)
-            block._from_symbol = True
-            return block
-        return super().__new__(cls)
-
     def __init__(self, outputs: Any = None, inputs: Any = None, params: Any = None, **kwargs: Any):
-        if getattr(self, "_from_symbol", False):
+        if not isinstance(outputs, Symbol):
+            super().__init__(outputs, inputs, params)
             return
-        super().__init__(outputs, inputs, params)
+        if outputs._graph is None:
+            raise NotImplementedError("gluon.SymbolBlock: outputs must be a Symbol loaded with mx.sym.load or "
+                                      "load_json (hybrid does not compose graphs from mx.sym Symbols)")
+        HybridBlock.__init__(self)
+        object.__setattr__(self, "_pending", (outputs.tojson(), _names(inputs)))
+
+    def load_parameters(self, filename: str, *args: Any, **kwargs: Any) -> None:
+        pending = self.__dict__.get("_pending")
+        if pending is None:
+            return super().load_parameters(filename, *args, **kwargs)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "graph-symbol.json")
+            with open(path, "w") as f:
+                f.write(pending[0])
+            imported = type(self).imports(path, pending[1], filename, **kwargs)
+        del self.__dict__["_pending"]
+        self.__dict__.update(imported.__dict__)
+
+    def forward(self, *args: Any) -> Any:
+        if "_pending" in self.__dict__:
+            raise RuntimeError("gluon.SymbolBlock built from an mx.sym Symbol: call net.load_parameters(param_file) "
+                               "first (hybrid reads the graph's parameter shapes from MXNet's .params file)")
+        return super().forward(*args)
