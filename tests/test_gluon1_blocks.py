@@ -28,6 +28,7 @@ NETS = {
     "scaled": lambda: BLOCKS["Scaled"](4),
     "mlp": lambda: BLOCKS["MLP"](),
     "convbn": lambda: BLOCKS["ConvBN"](4, 3),
+    "renamed": lambda: BLOCKS["Renamed"](3),
 }
 
 

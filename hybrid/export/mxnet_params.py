@@ -149,7 +149,8 @@ def map_mxnet_names(arrays: dict[str, np.ndarray], params: dict[str, Any], where
        ``'hybridsequential0_batchnorm0_moving_mean'``), in parameter creation order:
        they are matched to the block's parameters in order, each name must end
        with ``_`` + the parameter's own name (``moving_mean``/``moving_var`` stand
-       for ``running_mean``/``running_var``), and the counts must agree.
+       for ``running_mean``/``running_var``; a parameter made by Gluon 1.x's ``self.params.get(name)``
+       may end with that ``name``), and the counts must agree.
     """
     stripped: dict[str, np.ndarray] = {}
     for name, array in arrays.items():
@@ -170,7 +171,8 @@ def map_mxnet_names(arrays: dict[str, np.ndarray], params: dict[str, Any], where
     mapped = {}
     for position, ((name, array), target) in enumerate(zip(stripped.items(), targets)):
         own = target.rsplit(".", 1)[-1]
-        if not any(name.endswith("_" + alias) or name == alias for alias in _STATE_ALIASES.get(own, (own,))):
+        aliases = _STATE_ALIASES.get(own, (own,)) + (getattr(params[target], "_gluon1_name", None) or own,)
+        if not any(name.endswith("_" + alias) or name == alias for alias in aliases):
             raise FormatError(f"{where}: cannot match MXNet name {name!r} (position {position}) to parameter "
                               f"{target!r}: the names are matched in creation order and must end in '_{own}'")
         mapped[target] = array
