@@ -182,13 +182,14 @@ def test_gluon1_training_step_with_trainer():
     l2 = gluon.loss.L2Loss()
     x, y = nd.array(np.ones((4, 3), np.float32)), nd.zeros((4,))
     w0 = np.asarray(net.collect_params()["scale"].data())
+    weight, bias = np.asarray(net.dense.weight.data()), np.asarray(net.dense.bias.data())
     with autograd.record():
         loss = l2(net(x), y)
     autograd.backward(loss)
     grad = np.asarray(net.collect_params()["scale"].grad())
     trainer.step(4)
     # d/dscale of mean over batch of 0.5 * (sum_j h_j * s_j)^2, with h = relu(dense(x)) the same per row
-    h = np.maximum(np.ones(3) @ np.asarray(net.dense.weight.data()).T + np.asarray(net.dense.bias.data()), 0)
+    h = np.maximum(np.ones(3) @ weight.T + bias, 0)
     np.testing.assert_allclose(grad, 4 * (h @ w0) * h, rtol=1e-4, atol=1e-6)   # summed over 4 equal rows
     np.testing.assert_allclose(net.collect_params()["scale"].data(), w0 - 0.1 * grad / 4, rtol=1e-5, atol=1e-7)
 
