@@ -819,6 +819,12 @@ class HybridBlock(Block):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._gluon1 = cls.hybrid_forward is not HybridBlock.hybrid_forward
+        if "hybrid_forward" in cls.__dict__ and "forward" not in cls.__dict__:
+            # a user's subclass of one of hybrid's layers overriding hybrid_forward runs it, as in Gluon 1.x
+            owner = next(base for base in cls.__mro__ if "forward" in base.__dict__)
+            if owner is not HybridBlock and owner.__module__.startswith("hybrid.") and \
+                    not cls.__module__.startswith("hybrid."):
+                cls.forward = HybridBlock.forward
 
     _gluon1 = False
 

@@ -430,3 +430,13 @@ def test_hybridized_graph_has_the_same_ops_as_the_forward_block():
     ops_old = [n.op for n in hybrid.inspect(old, x).after.nodes]
     ops_new = [n.op for n in hybrid.inspect(new, x).after.nodes]
     assert ops_old == ops_new
+
+
+def test_subclass_of_a_layer_overriding_hybrid_forward_runs_it():
+    class HalfDense(nn.Dense):
+        def hybrid_forward(self, F, x, weight, bias):
+            return F.FullyConnected(x, weight * 0.5, bias, num_hidden=self._units)
+
+    net = HalfDense(3, in_units=2)
+    net.initialize(init.One())
+    assert_close(net(jnp.ones((1, 2))), [[1.0, 1.0, 1.0]])  # bias 0 + 0.5 * (1 + 1)
