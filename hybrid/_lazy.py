@@ -194,6 +194,12 @@ class LazyArray(core.Tracer):
     def nbytes(self):
         return self.aval.size * self.aval.dtype.itemsize
 
+    def backward(self, out_grad: Any = None, retain_graph: bool = False, train_mode: bool = True) -> None:
+        """``autograd.backward(self, out_grad, retain_graph, train_mode)`` (Gluon's ``loss.backward()``)."""
+        from . import autograd
+        autograd.backward(self, head_grads=None if out_grad is None else [out_grad], retain_graph=retain_graph,
+                          train_mode=train_mode)
+
 
 # Reductions called as methods (``loss.mean()``, ``l.sum()``) and arithmetic operators on recorded values
 # (``l * 0.5``, ``a + b``) are staged as one call each, from a cache keyed by the operation, its static
@@ -260,6 +266,19 @@ for _name in _STAGED_METHODS:
 for _name in _STAGED_OPERATORS:
     setattr(LazyArray, f"__{_name}__", _staged_operator(_name, False))
     setattr(LazyArray, f"__r{_name}__", _staged_operator(_name, True))
+
+class _NotRecorded:
+    """``backward`` of JAX's array type: an AttributeError (so ``hasattr`` stays False) that says why."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        raise AttributeError(
+            "this jax.Array has no backward(): it was not computed inside `with autograd.record():`. Compute the "
+            "loss inside the scope, e.g. `with autograd.record(): loss = loss_fn(net(x), y)`, then call "
+            "loss.backward()")
+
+
+if not hasattr(ArrayImpl, "backward"):
+    ArrayImpl.backward = _NotRecorded()
 
 _DEVICE_ARRAY = {ArrayImpl}
 _REFERENCE = {tuple}
@@ -412,25 +431,26 @@ class Stats:
     flushes = 0
 
 
-def _evaluate(nodes: Sequence[_Node], env: list, stop: int | None = None, override: dict | None = None,
-              start: int = 0) -> None:
-    """Run ``nodes[start:stop]`` on ``env`` (a list indexed by slot), replacing the values in ``override``."""
-    for index in range(start, len(nodes) if stop is None else stop):
+def _evaluate(nodes: Sequence[_Node], env: list, start: int = 0) -> None:
+    """Run ``nodes[start:]`` on ``env`` (a list indexed by slot)."""
+    for index in range(start, len(nodes)):
         node = nodes[index]
-        kind = node.kind
-        if kind == "grad":
-            outs = _run_grad(nodes, index, node, env)
-        else:
-            args = [env[s] for s in node.inputs]
-            if kind == "prim":
-                out = node.op.bind(*args, **node.params)
-                outs = out if node.op.multiple_results else (out,)
-            elif kind == "call":
-                outs = node.op(*args)
-            else:  # "region"
-                outs = _run_region(node, args, env)
-        for slot, value in zip(node.outputs, outs):
-            env[slot] = override[slot] if override and slot in override else value
+        for slot, value in zip(node.outputs, _run_node(nodes, index, node, env)):
+            env[slot] = value
+
+
+def _run_node(nodes: Sequence[_Node], index: int, node: _Node, env: list) -> Sequence:
+    """The outputs of ``nodes[index]`` computed from ``env``."""
+    kind = node.kind
+    if kind == "grad":
+        return _run_grad(nodes, index, node, env)
+    args = [env[s] for s in node.inputs]
+    if kind == "prim":
+        out = node.op.bind(*args, **node.params)
+        return out if node.op.multiple_results else (out,)
+    if kind == "call":
+        return node.op(*args)
+    return _run_region(node, args, env)
 
 
 def _run_region(node: _Node, args: list, env: list) -> list:
@@ -449,19 +469,40 @@ def _run_region(node: _Node, args: list, env: list) -> list:
 
 
 def _run_grad(nodes: Sequence[_Node], index: int, node: _Node, env: list) -> list:
-    """Gradients of the heads with respect to ``wrt``: the nodes before this one replayed under jax.vjp."""
-    heads, head_grads, wrt, create_graph = node.params
+    """Gradients of the heads with respect to ``wrt``: the nodes before this one that depend on ``wrt``
+    replayed under jax.vjp (the others, and those not yet run, are run as constants of it). The slots
+    ``cut`` (values an earlier backward freed) are constants too: no gradient flows through them."""
+    heads, head_grads, wrt, create_graph, cut = node.params
+    fixed = set(wrt)
+    stopped = set(cut) - fixed
 
     def prefix(wrt_values):
         local = list(env)
-        override = dict(zip(wrt, wrt_values))
-        for slot, value in override.items():
+        for slot, value in zip(wrt, wrt_values):
             local[slot] = value  # inputs of the tape; node outputs are replaced when produced
-        _evaluate(nodes, local, index, override)
+        active = set(wrt)
+        for i in range(index):
+            n = nodes[i]
+            if n.kind == "grad":  # its gradients are constants unless create_graph
+                dependent = n.params[3] and not active.isdisjoint(n.inputs + tuple(n.params[2]))
+            else:
+                dependent = not active.isdisjoint(n.inputs)
+            if not dependent and None not in map(local.__getitem__, n.outputs):
+                continue  # computed already and independent of wrt
+            for slot, value in zip(n.outputs, _run_node(nodes, i, n, local)):
+                if slot in fixed:
+                    continue
+                if slot in stopped:
+                    local[slot] = jax.lax.stop_gradient(value) if env[slot] is None else env[slot]
+                    continue
+                local[slot] = value
+                if dependent:
+                    active.add(slot)
         return [local[h] for h in heads], local
 
     outs, vjp_fn, local = jax.vjp(prefix, [env[s] for s in wrt], has_aux=True)
-    env[:] = local  # the primal values computed under vjp serve the rest of the program
+    # the primal values computed under vjp serve the rest of the program (values computed before stay)
+    env[:] = [value if value is not None else new for value, new in zip(env, local)]
     cts = [jax.numpy.ones(o.shape, o.dtype) if g is None else env[g] for o, g in zip(outs, head_grads)]
     (grads,) = vjp_fn(cts)
     if not create_graph:
@@ -655,7 +696,11 @@ class Tape:
         self.tokens: set[int] = set()
         self.cacheable = True
         self.released = False
-        self.differentiated = False
+        # heads of each backward()/grad() that freed its graph (retain_graph=False), in order, and the
+        # node outputs they freed (found from them on first need: the common step differentiates once)
+        self.freed_heads: list[list[int]] = []
+        self._freed: set[int] = set()
+        self._freed_upto = 0
 
     # recording ---------------------------------------------------------------------------
     def input(self, value: Any, keyed: bool = True) -> int:
@@ -877,14 +922,34 @@ class Tape:
 
     def grad(self, heads: Sequence, head_grads: Sequence, wrt_slots: Sequence[int], create_graph: bool,
              slots_only: bool = False) -> list:
-        """Stage the gradients of ``sum(head * head_grad)`` with respect to the values in ``wrt_slots``."""
+        """Stage the gradients of ``sum(head * head_grad)`` with respect to the values in ``wrt_slots``.
+        Values freed by an earlier differentiation (:meth:`free`) are constants of it."""
         head_slots = [self.slot_of(h) for h in heads]
         grad_slots = [None if g is None else self.slot_of(g) for g in head_grads]
         wrt_slots = list(wrt_slots)
+        cut = tuple(sorted(self.freed())) if self.freed_heads else ()
         ins = [s for s in head_slots + grad_slots if s is not None]
-        return self.add("grad", None, (head_slots, grad_slots, wrt_slots, create_graph), ins,
+        return self.add("grad", None, (head_slots, grad_slots, wrt_slots, create_graph, cut), ins,
                         self.avals_of(wrt_slots),
-                        ("grad", tuple(head_slots), tuple(grad_slots), tuple(wrt_slots), create_graph), slots_only)
+                        ("grad", tuple(head_slots), tuple(grad_slots), tuple(wrt_slots), create_graph, cut),
+                        slots_only)
+
+    def free(self, head_slots: Sequence[int]) -> None:
+        """Free the graph of the values ``head_slots`` (a backward without ``retain_graph``): they cannot be
+        differentiated again, and the values computed on the way become constants for later gradients,
+        as in MXNet. Tape inputs (parameters, arrays from outside) stay differentiable."""
+        self.freed_heads.append(list(head_slots))
+
+    def freed(self) -> set[int]:
+        """The node outputs freed so far (see :meth:`free`)."""
+        pending = self.freed_heads[self._freed_upto:]
+        if pending:
+            position = self.input_position
+            for heads in pending:
+                reached = self.depends_on(heads, stop=self._freed)
+                self._freed.update(s for s in reached if position[s] is None)
+            self._freed_upto = len(self.freed_heads)
+        return self._freed
 
     def write(self, cell: Any, value: Any, setter: Callable[[Any], None], replaces: Any = None) -> None:
         """Call ``setter(value's data)`` at the next materialisation. ``replaces`` is the array the
@@ -914,9 +979,17 @@ class Tape:
             if self.writes.pop(pack, None) is not None:
                 pack.dropped = reason
 
-    def depends_on(self, heads: Sequence[int]) -> set[int]:
-        """The slots (inputs and node outputs) that the slots ``heads`` are computed from."""
+    def depends_on(self, heads: Sequence[int], stop: set[int] | None = None) -> set[int]:
+        """The slots (inputs and node outputs) that the slots ``heads`` are computed from, not looking
+        past the slots in ``stop`` (constants: their own inputs are not included)."""
         needed = set(heads)
+        if stop:
+            for node in reversed(self.nodes):
+                if not needed.isdisjoint(node.outputs) and not stop.issuperset(needed.intersection(node.outputs)):
+                    needed.update(node.inputs)
+                    if node.kind == "grad":
+                        needed.update(node.params[2])
+            return needed
         for node in reversed(self.nodes):
             if needed.intersection(node.outputs):
                 needed.update(node.inputs)

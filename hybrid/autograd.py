@@ -17,13 +17,14 @@ from typing import Any, Callable, Sequence
 import jax
 
 from . import _context, _functional, _lazy
+from ._custom_function import Function
 from .errors import AutogradError
 from .parameter import Parameter, unique_params
 
 _GRAD_REQ = operator.attrgetter("_grad_req")
 
 __all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training", "backward", "grad",
-           "value_and_grad", "set_recording", "set_training", "stats"]
+           "value_and_grad", "set_recording", "set_training", "stats", "Function"]
 
 stats = _lazy.Stats
 
@@ -140,9 +141,14 @@ def _tape_of(heads: list, caller: str) -> _lazy.Tape:
         tape = head._tape
     if tape is None:
         raise AutogradError(f"{caller}: no heads given")
-    if getattr(tape, "differentiated", False):
-        raise AutogradError(f"{caller}: this recording was already differentiated. Pass retain_graph=True to "
-                            "the first backward()/grad() to differentiate it again.")
+    if tape.freed_heads:
+        freed = tape.freed()
+        for i, head in enumerate(heads):
+            if head._slot in freed:
+                raise AutogradError(
+                    f"{caller}: head {i} (shape {tuple(head.shape)}) was already differentiated by an earlier "
+                    "backward()/grad(), which freed its graph. Pass retain_graph=True to that call to "
+                    "differentiate it again; values computed after it can be differentiated without.")
     return tape
 
 
@@ -179,7 +185,8 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     heads = _as_list(heads)
     tape = _tape_of(heads, "backward()")
     head_grads = _head_grads(heads, head_grads, "backward()")
-    needed = tape.depends_on([tape.slot_of(h) for h in heads])
+    head_slots = [tape.slot_of(h) for h in heads]
+    needed = tape.depends_on(head_slots, tape.freed() if tape.freed_heads else None)
     param_slots = tape.param_slots
     recorded = list(param_slots)
     requests = list(map(_GRAD_REQ, recorded))
@@ -191,6 +198,12 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         requests = list(map(_GRAD_REQ, params))
     if not params:
         if trainable:
+            reachable = tape.depends_on(head_slots) if tape.freed_heads else needed
+            if any(param_slots[p] in reachable for p in trainable):
+                raise AutogradError(
+                    "backward(): the heads reach the parameters used inside record() only through values that an "
+                    "earlier backward()/grad() differentiated and freed, so none would get a gradient. Pass "
+                    "retain_graph=True to that earlier call, or compute the heads again after it.")
             raise AutogradError(
                 f"backward(): the heads do not depend on any of the {len(trainable)} parameter(s) used inside "
                 f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
@@ -215,7 +228,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                         param._assign_grad(value, param._grad_fresh)
             tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
     if not retain_graph:
-        tape.differentiated = True
+        tape.free(head_slots)
 
 
 def _gradients_split(params: list[Parameter], pack: Any, values: list) -> None:
@@ -253,7 +266,7 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
                                 "the record() scope that computed the heads")
     grads = tape.grad(heads, head_grads, slots, create_graph=create_graph)
     if not (create_graph if retain_graph is None else retain_graph):
-        tape.differentiated = True
+        tape.free([h._slot for h in heads])
     return grads[0] if single else grads
 
 

@@ -951,3 +951,140 @@ def test_finished_steps_leave_no_cyclic_garbage(hybridize, data):
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+# -- 11. loss.backward() and several backward() in one record() scope ------------------------------
+@HYBRID
+def test_loss_backward_method_equals_jax_grad(hybridize, data):
+    x, _, targets = data
+    net = make_mlp(hybridize)
+    vals = values_of(net)
+    head = np.linspace(0.5, 1.5, 18, dtype=np.float32).reshape(6, 3)
+    with autograd.record():
+        l = loss.L2Loss()(net(x), targets)
+    l.backward()
+    assert_grads(net, jax.grad(lambda v: jnp.sum(0.5 * jnp.mean((ref_mlp(v, x) - targets) ** 2, axis=1)))(vals))
+    with autograd.record():
+        out = net(x)
+    out.backward(out_grad=head)
+    assert_grads(net, jax.grad(lambda v: jnp.sum(ref_mlp(v, x) * head))(vals))
+    with pytest.raises(AutogradError, match="already differentiated"):
+        out.backward()
+    with pytest.raises(AttributeError, match=r"autograd.record\(\)"):
+        jnp.ones(3).backward()
+
+
+def scalar_param(values):
+    w = Parameter("w", shape=(3,))
+    w.initialize()
+    w.set_data(jnp.asarray(values, jnp.float32))
+    return w
+
+
+# The expected values below were observed with MXNet 1.9.1 running the same code (w.attach_grad() on
+# w = [1, 2, 3], x = [2, 3, 4]), and match the hand-derived gradients given with them.
+W0, X0 = np.array([1.0, 2.0, 3.0], np.float32), np.array([2.0, 3.0, 4.0], np.float32)
+
+
+@pytest.mark.parametrize("req, expected", [("write", [2.0, 4.0, 6.0]), ("add", [4.0, 7.0, 10.0])])
+def test_second_backward_in_one_scope_overwrites_or_adds(req, expected):
+    w = scalar_param(W0)
+    w.grad_req = req
+    with autograd.record():
+        (w.data() * X0).sum().backward()              # d/dw = x
+        assert_close(w.grad(), X0, rtol=0, atol=0)
+        (w.data() * w.data()).sum().backward()        # d/dw = 2 w: written over x, or added to it
+    assert_close(w.grad(), expected, rtol=0, atol=0)
+
+
+def test_retained_head_differentiated_twice_then_a_new_head():
+    w = scalar_param(W0)
+    w.grad_req = "add"
+    with autograd.record():
+        y = (w.data() * X0).sum()
+        y.backward(retain_graph=True)
+        y.backward()
+        (w.data() ** 2).sum().backward()
+    assert_close(w.grad(), 2 * X0 + 2 * W0, rtol=0, atol=0)  # MXNet: [6, 10, 14]
+
+
+@pytest.mark.parametrize("first, retain, expected", [
+    ("h", False, W0 * X0),               # h = w x freed: a constant of the second head, d/dw (h w) = h
+    ("2h", False, W0 * X0),              # freed through g = 2 h as well
+    ("3w", False, 2 * W0 * X0),          # h not on the first head's path: d/dw (w x w) = 2 w x
+    ("h", True, 2 * W0 * X0),            # retained: h still depends on w
+])
+def test_values_freed_by_a_backward_are_constants_of_later_heads(first, retain, expected):
+    w = scalar_param(W0)
+    with autograd.record():
+        h = w.data() * X0
+        head = {"h": lambda: h.sum(), "2h": lambda: (h * 2).sum(), "3w": lambda: (w.data() * 3).sum()}[first]()
+        head.backward(retain_graph=retain)
+        (h * w.data()).sum().backward()
+    assert_close(w.grad(), expected, rtol=0, atol=0)
+
+
+def test_backward_errors_after_a_backward_freed_the_graph():
+    w = scalar_param(W0)
+    with autograd.record():
+        h = w.data() * X0
+        y = h.sum()
+        y.backward()
+        with pytest.raises(AutogradError, match="already differentiated"):
+            autograd.backward([y, (w.data() ** 2).sum()])
+        with pytest.raises(AutogradError, match="only through values that an earlier backward"):
+            (h * h).sum().backward()
+        with pytest.raises(AutogradError, match="already differentiated"):
+            autograd.grad(y, w.data())
+        g = autograd.grad((h * w.data()).sum(), h)   # a freed value can still be a variable
+    assert_close(g, W0, rtol=0, atol=0)
+
+
+@HYBRID
+def test_two_models_stepped_after_two_backward_in_one_scope(hybridize, data):
+    x, labels, targets = data
+    nets = [make_mlp(hybridize), make_mlp(hybridize)]
+    trainers = [Trainer(n.collect_params(), "sgd", {"learning_rate": 0.1}) for n in nets]
+    refs = [lambda v: jnp.sum(ref_softmax_ce(ref_mlp(v, x), labels)),
+            lambda v: jnp.sum(0.5 * jnp.mean((ref_mlp(v, x) - targets) ** 2, axis=1))]
+    ce, l2 = loss.SoftmaxCELoss(), loss.L2Loss()
+    compiles = []
+    for step in range(3):
+        before = [values_of(n) for n in nets]
+        count = autograd.stats.compiles
+        with autograd.record():
+            ce(nets[0](x), labels).backward()
+            l2(nets[1](x), targets).backward()
+        trainers[0].step(1)
+        trainers[1].step(1)
+        compiles.append(autograd.stats.compiles - count)
+        for net, vals, ref in zip(nets, before, refs):
+            expected = [v - 0.1 * g for v, g in zip(vals, jax.grad(ref)(vals))]
+            for p, e in zip(net.collect_params().values(), expected):
+                assert_close(p.data(), e, **TOL)
+    assert compiles[1:] == [0, 0]
+
+
+def test_rnn_cell_unrolled_twice_with_a_backward_each(rng):
+    """MXNet's check_rnn_forward (test_gluon_rnn.py) pattern: two unrolls and two backward() in one scope;
+    the gradients are those of the second unroll (grad_req 'write')."""
+    cell = hybrid.rnn.RNNCell(4, input_size=3)
+    cell.initialize()
+    inputs = rng.standard_normal((2, 3, 3)).astype(np.float32)   # NTC
+    wi, wh, bi, bh = (np.asarray(cell.collect_params()[k].data())
+                      for k in ("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias"))
+
+    def ref(wi, wh, bi, bh, steps):
+        h, total = jnp.zeros((2, 4)), 0.0
+        for t in range(steps):
+            h = jnp.tanh(inputs[:, t] @ wi.T + bi + h @ wh.T + bh)
+            total = total + h.sum()
+        return total
+
+    with autograd.record():
+        outs = cell.unroll(2, inputs[:, :2], layout="NTC", merge_outputs=False)[0]
+        autograd.backward(outs)
+        cell.unroll(3, inputs, layout="NTC", merge_outputs=True)[0].backward()
+    expected = jax.grad(ref, argnums=(0, 1, 2, 3))(wi, wh, bi, bh, 3)
+    for name, g in zip(("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias"), expected):
+        assert_close(cell.collect_params()[name].grad(), g, **TOL)
