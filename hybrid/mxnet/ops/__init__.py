@@ -6,7 +6,7 @@ calls work on concrete arrays and under tracing) and as the MXNet symbol importe
 """
 from __future__ import annotations
 
-from . import elementwise, nn, tensor  # noqa: F401  (registration)
+from . import contrib, detection, elementwise, index, nn, random, reduce, tensor  # noqa: F401  (registration)
 from ._namespace import F, Namespace
 from ._registry import OPERATORS, Attrs, Op, OpContext, UnsupportedOperatorError, call_op, get_op, register
 from .tensor import mxnet_reshape

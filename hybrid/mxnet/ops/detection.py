@@ -1,0 +1,328 @@
+"""Detection operators of ``F.contrib`` in plain JAX with static shapes: box_nms (its output has the
+input's shape: kept boxes first, in descending score, the other rows -1), box_iou, box_encode,
+box_decode, bipartite_matching, ROIAlign, and ROIPooling."""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ._registry import Attrs, OpContext, register
+from ._util import ndim_check
+
+_FORMATS = ("corner", "center")
+
+
+def _corners(boxes, fmt: str):
+    """(xmin, ymin, xmax, ymax) of ``boxes[..., :4]`` in ``fmt``."""
+    if fmt == "corner":
+        return boxes[..., 0], boxes[..., 1], boxes[..., 2], boxes[..., 3]
+    x, y, hw, hh = boxes[..., 0], boxes[..., 1], boxes[..., 2] / 2, boxes[..., 3] / 2
+    return x - hw, y - hh, x + hw, y + hh
+
+
+def _area(x0, y0, x1, y1):
+    w, h = x1 - x0, y1 - y0
+    return jnp.where((w < 0) | (h < 0), 0, w * h)
+
+
+def _pairwise_iou(lhs, rhs, fmt: str):
+    """IoU of every box in ``lhs`` (..., N, 4) with every box in ``rhs`` (..., M, 4): (..., N, M)."""
+    l0, l1, l2, l3 = (v[..., :, None] for v in _corners(lhs, fmt))
+    r0, r1, r2, r3 = (v[..., None, :] for v in _corners(rhs, fmt))
+    w = jnp.maximum(jnp.minimum(l2, r2) - jnp.maximum(l0, r0), 0)
+    h = jnp.maximum(jnp.minimum(l3, r3) - jnp.maximum(l1, r1), 0)
+    inter = w * h
+    union = _area(l0, l1, l2, l3) + _area(r0, r1, r2, r3) - inter
+    return jnp.where(inter > 0, inter / jnp.where(inter > 0, union, 1), 0)
+
+
+@register("_contrib_box_iou", inputs=("lhs", "rhs"), attr_order=("format",))
+def box_iou(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """IoU of boxes (last axis 4): shape ``lhs.shape[:-1] + rhs.shape[:-1]``."""
+    lhs, rhs = ins[0], ins[1]
+    if lhs.shape[-1] != 4 or rhs.shape[-1] != 4:
+        raise a.fail(f"boxes need a last axis of 4, got lhs {tuple(lhs.shape)} and rhs {tuple(rhs.shape)}")
+    fmt = a.str("format", "corner", _FORMATS)
+    iou = _pairwise_iou(lhs.reshape(-1, 4), rhs.reshape(-1, 4), fmt)
+    return [lax.stop_gradient(iou.reshape(lhs.shape[:-1] + rhs.shape[:-1]))]
+
+
+# -- non-maximum suppression ---------------------------------------------------------------------
+def _convert_format(rows, start: int, source: str, target: str):
+    """Rows' coordinates converted between formats; rows whose first coordinate is negative (MXNet's -1
+    fill) are left as they are."""
+    box = rows[..., start:start + 4]
+    if source == "corner":
+        x0, y0, x1, y1 = (box[..., i] for i in range(4))
+        new = jnp.stack([(x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0], -1)
+    else:
+        new = jnp.stack(_corners(box, "center"), -1)
+    new = jnp.where(box[..., :1] < 0, box, new)
+    return rows.at[..., start:start + 4].set(new)
+
+
+def _nms_one(rows, a: dict):
+    n = rows.shape[0]
+    scores = rows[:, a["score"]]
+    valid = scores > a["valid_thresh"]
+    if a["id"] >= 0:  # with the default background_id=-1, rows of class -1 are dropped too
+        valid &= rows[:, a["id"]] != a["background"]
+    order = jnp.argsort(jnp.where(valid, -scores, jnp.inf), stable=True)
+    ranked = rows[order]
+    candidate = (jnp.arange(n) < jnp.sum(valid)) & (jnp.arange(n) < a["topk"])
+    boxes = ranked[:, a["coord"]:a["coord"] + 4]
+    iou = _pairwise_iou(boxes, boxes, a["in_format"])
+    over = iou > a["overlap"]
+    if a["id"] >= 0 and not a["force"]:
+        over &= ranked[:, a["id"], None] == ranked[None, :, a["id"]]
+    later = jnp.arange(n)[None, :] > jnp.arange(n)[:, None]
+    over &= later
+
+    def suppress(i, keep):
+        return keep & ~(keep[i] & over[i])
+
+    keep = lax.fori_loop(0, min(n, a["topk"]), suppress, candidate)
+    first = jnp.argsort(~keep, stable=True)  # kept rows first, in score order
+    out = jnp.where((jnp.arange(n) < jnp.sum(keep))[:, None], ranked[first], -jnp.ones((), rows.dtype))
+    return out
+
+
+@register("_contrib_box_nms", "_contrib_box_non_maximum_suppression")
+def box_nms(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """Non-maximum suppression over the boxes of the second-last axis (one record per row: score at
+    ``score_index``, 4 coordinates from ``coord_start``, optional class at ``id_index``). Rows with score
+    ``> valid_thresh`` are sorted by score (only the first ``topk`` considered); a row is dropped when its
+    IoU with a kept higher-scoring row of the same class (any class with ``force_suppress``) exceeds
+    ``overlap_thresh``. Same shape as the input: kept rows first, then rows of -1."""
+    x = ins[0]
+    if x.ndim < 2:
+        raise a.fail(f"data must have at least 2 dimensions (boxes, record), got shape {tuple(x.shape)}")
+    n, width = x.shape[-2], x.shape[-1]
+    topk = a.int("topk", -1)
+    params = {"score": a.int("score_index", 1), "coord": a.int("coord_start", 2), "id": a.int("id_index", -1),
+              "background": a.int("background_id", -1), "valid_thresh": a.float("valid_thresh", 0.0),
+              "overlap": a.float("overlap_thresh", 0.5), "force": a.bool("force_suppress", False),
+              "in_format": a.str("in_format", "corner", _FORMATS), "topk": n if topk < 0 else min(n, topk)}
+    out_format = a.str("out_format", "corner", _FORMATS)
+    coords = range(params["coord"], params["coord"] + 4)
+    if not 0 <= params["score"] < width or params["score"] in coords:
+        raise a.fail(f"score_index={params['score']} must be a column of the {width} outside the coordinates")
+    if params["coord"] < 0 or params["coord"] + 4 > width:
+        raise a.fail(f"coord_start={params['coord']} leaves no 4 coordinates in records of width {width}")
+    if params["id"] >= 0 and (params["id"] >= width or params["id"] in coords or params["id"] == params["score"]):
+        raise a.fail(f"id_index={params['id']} must be a column of the {width} apart from score and coordinates")
+    if params["topk"] < 1:
+        return [x]
+    rows = x.reshape((-1, n, width))
+    out = jax.vmap(lambda r: _nms_one(r, params))(rows)
+    if params["in_format"] != out_format:
+        out = _convert_format(out, params["coord"], params["in_format"], out_format)
+    return [out.reshape(x.shape)]
+
+
+# -- box encoding --------------------------------------------------------------------------------------
+def _center_size(boxes):
+    w, h = boxes[..., 2] - boxes[..., 0], boxes[..., 3] - boxes[..., 1]
+    return boxes[..., 0] + w * 0.5, boxes[..., 1] + h * 0.5, w, h
+
+
+@register("_contrib_box_encode", inputs=("samples", "matches", "anchors", "refs", "means", "stds"),
+          num_outputs=2)
+def box_encode(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """Regression targets of anchors (B, N, 4, corner) towards their matched references (B, M, 4, corner):
+    ``[targets (B, N, 4), masks (B, N, 4)]``, both zero where ``samples <= 0.5``."""
+    samples, matches, anchors, refs, means, stds = ins[:6]
+    index = jnp.clip(matches.astype(jnp.int32), 0, refs.shape[1] - 1)
+    matched = jnp.take_along_axis(refs, index[..., None], axis=1)
+    gx, gy, gw, gh = _center_size(matched)
+    ax, ay, aw, ah = _center_size(anchors)
+    raw = jnp.stack([(gx - ax) / aw, (gy - ay) / ah, jnp.log(gw / aw), jnp.log(gh / ah)], -1)
+    positive = (samples > 0.5)[..., None]
+    targets = jnp.where(positive, (raw - means) / stds, 0).astype(anchors.dtype)
+    return [targets, jnp.broadcast_to(positive, targets.shape).astype(anchors.dtype)]
+
+
+@register("_contrib_box_decode", inputs=("data", "anchors"))
+def box_decode(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """Corner boxes from offsets (B, N, 4) and anchors (1 or B, N, 4) in ``format`` (default 'center'):
+    ``x = d0*std0*aw + ax``, ``w = exp(min(d2*std2, clip)) * aw`` (clip when > 0)."""
+    data, anchors = ins[0], ins[1]
+    stds = [a.float(f"std{i}", 1.0) for i in range(4)]
+    clip = a.float("clip", -1.0)
+    if a.str("format", "center", _FORMATS) == "corner":
+        ax, ay, aw, ah = _center_size(anchors)
+    else:
+        ax, ay, aw, ah = anchors[..., 0], anchors[..., 1], anchors[..., 2], anchors[..., 3]
+    ox, oy = data[..., 0] * stds[0] * aw + ax, data[..., 1] * stds[1] * ah + ay
+    dw, dh = data[..., 2] * stds[2], data[..., 3] * stds[3]
+    if clip > 0:
+        dw, dh = jnp.minimum(dw, clip), jnp.minimum(dh, clip)
+    hw, hh = jnp.exp(dw) * aw / 2, jnp.exp(dh) * ah / 2
+    return [jnp.stack([ox - hw, oy - hh, ox + hw, oy + hh], -1)]
+
+
+# -- matching --------------------------------------------------------------------------------------------
+def _match_one(scores, threshold: float, ascend: bool, topk: int):
+    rows, cols = scores.shape
+    flat = scores.reshape(-1)
+    order = jnp.argsort(flat if ascend else -flat, stable=True)
+
+    def step(j, state):
+        row_mark, col_mark, count, done = state
+        idx = order[j]
+        r, c = idx // cols, idx % cols
+        free = (row_mark[r] < 0) & (col_mark[c] < 0) & ~done
+        good = flat[idx] < threshold if ascend else flat[idx] > threshold
+        take = free & good
+        row_mark = jnp.where(take, row_mark.at[r].set(c), row_mark)
+        col_mark = jnp.where(take, col_mark.at[c].set(r), col_mark)
+        count = count + take
+        done = done | (free & ~good) | (take & (topk > 0) & (count > topk))
+        return row_mark, col_mark, count, done
+
+    init = (-jnp.ones(rows, jnp.int32), -jnp.ones(cols, jnp.int32), jnp.int32(0), jnp.bool_(False))
+    row_mark, col_mark, _, _ = lax.fori_loop(0, rows * cols, step, init)
+    return row_mark, col_mark
+
+
+@register("_contrib_bipartite_matching", num_outputs=2, attr_order=("threshold", "is_ascend", "topk"))
+def bipartite_matching(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """Greedy matching of rows to columns of a score matrix (..., N, M) in score order: ``[row_marker
+    (..., N), col_marker (..., M)]`` holding the matched column / row, or -1. Matching stops at the first
+    free pair whose score fails ``threshold``, and (as MXNet does) after ``topk + 1`` matches."""
+    x = ins[0]
+    if x.ndim < 2:
+        raise a.fail(f"data must have at least 2 dimensions, got shape {tuple(x.shape)}")
+    threshold, ascend, topk = a.float("threshold"), a.bool("is_ascend", False), a.int("topk", -1)
+    scores = lax.stop_gradient(x).reshape((-1,) + tuple(x.shape[-2:]))
+    rows, cols = jax.vmap(lambda s: _match_one(s, threshold, ascend, topk))(scores)
+    return [rows.reshape(x.shape[:-1]).astype(x.dtype), cols.reshape(x.shape[:-2] + x.shape[-1:]).astype(x.dtype)]
+
+
+# -- region pooling ----------------------------------------------------------------------------------------
+def _pooled_size(a: Attrs) -> tuple[int, int]:
+    size = a.tuple("pooled_size")
+    size = size * 2 if len(size) == 1 else size
+    if len(size) != 2 or min(size) < 1:
+        raise a.fail(f"pooled_size={size} must be two positive integers")
+    return size
+
+
+def _check_rois(a: Attrs, data, rois) -> None:
+    ndim_check(a, data, (4,))
+    if rois.ndim != 2 or rois.shape[1] != 5:
+        raise a.fail(f"rois must have shape (R, 5) [batch_index, x1, y1, x2, y2], got {tuple(rois.shape)}")
+
+
+def _sample_weights(start, bin_size, grid, max_grid: int, pooled: int, size: int):
+    """(R, pooled, size) weights averaging ``grid`` bilinear samples per bin along one axis."""
+    g = jnp.arange(max_grid)
+    p = jnp.arange(pooled)
+    # sample coordinates (R, pooled, max_grid)
+    coord = start[:, None, None] + p[None, :, None] * bin_size[:, None, None] + \
+        (g[None, None, :] + 0.5) * bin_size[:, None, None] / grid[:, None, None]
+    used = g[None, None, :] < grid[:, None, None]
+    inside = (coord >= -1.0) & (coord <= size)
+    coord = jnp.maximum(coord, 0.0)
+    low = jnp.floor(coord).astype(jnp.int32)
+    at_edge = low >= size - 1
+    low = jnp.where(at_edge, size - 1, low)
+    high = jnp.where(at_edge, size - 1, low + 1)
+    frac = jnp.where(at_edge, 0.0, coord - low)
+    cells = jnp.arange(size)
+    weight = (1 - frac)[..., None] * (cells == low[..., None]) + frac[..., None] * (cells == high[..., None])
+    weight = jnp.where((used & inside)[..., None], weight, 0.0)
+    return jnp.sum(weight, axis=2) / grid[:, None, None]
+
+
+def _per_image(data, rows_weight, cols_weight, batch):
+    """out[r, c, p, q] = sum_hw rows_weight[r, p, h] data[batch[r], c, h, w] cols_weight[r, q, w]."""
+    out = 0
+    for n in range(data.shape[0]):
+        mine = (batch == n).astype(data.dtype)[:, None, None]
+        rows = jnp.einsum("rph,chw->rcpw", rows_weight * mine, data[n])
+        out = out + jnp.einsum("rcpw,rqw->rcpq", rows, cols_weight)
+    return out
+
+
+@register("_contrib_ROIAlign", inputs=("data", "rois"))
+def roi_align(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """ROIAlign of NCHW ``data`` over ``rois`` (R, 5): each output bin averages bilinear samples on a
+    ``sample_ratio`` grid (adaptive ``ceil(roi_size / pooled)`` when <= 0: exact on concrete rois; inside
+    hybridize/jit the grid is bounded by ``ceil(feature size / pooled)``). Rois with a negative batch index
+    give zeros. ``position_sensitive`` reads channel ``(c * ph + i) * pw + j`` for bin (i, j)."""
+    data, rois = ins[0], lax.stop_gradient(ins[1])
+    _check_rois(a, data, rois)
+    ph, pw = _pooled_size(a)
+    scale = a.float("spatial_scale")
+    ratio = a.int("sample_ratio", -1)
+    offset = 0.5 if a.bool("aligned", False) else 0.0
+    height, width = data.shape[2], data.shape[3]
+    dtype = jnp.promote_types(data.dtype, jnp.float32)
+    r = rois.astype(dtype)
+    x0, y0 = r[:, 1] * scale - offset, r[:, 2] * scale - offset
+    roi_w, roi_h = r[:, 3] * scale - offset - x0, r[:, 4] * scale - offset - y0
+    if not a.bool("aligned", False):
+        roi_w, roi_h = jnp.maximum(roi_w, 1.0), jnp.maximum(roi_h, 1.0)
+    bin_h, bin_w = roi_h / ph, roi_w / pw
+    if ratio > 0:
+        grid_h = grid_w = jnp.full(r.shape[0], float(ratio), dtype)
+        max_h = max_w = ratio
+    else:
+        grid_h, grid_w = jnp.maximum(jnp.ceil(roi_h / ph), 1.0), jnp.maximum(jnp.ceil(roi_w / pw), 1.0)
+        try:
+            max_h, max_w = int(np.max(np.asarray(grid_h), initial=1)), int(np.max(np.asarray(grid_w), initial=1))
+        except jax.errors.TracerArrayConversionError:
+            max_h, max_w = math.ceil(height / ph) + 1, math.ceil(width / pw) + 1
+            grid_h, grid_w = jnp.minimum(grid_h, max_h), jnp.minimum(grid_w, max_w)
+    wy = _sample_weights(y0, bin_h, grid_h, max_h, ph, height).astype(data.dtype)
+    wx = _sample_weights(x0, bin_w, grid_w, max_w, pw, width).astype(data.dtype)
+    batch = r[:, 0].astype(jnp.int32)
+    if a.bool("position_sensitive", False):
+        channels = data.shape[1]
+        if channels % (ph * pw):
+            raise a.fail(f"position_sensitive needs channels ({channels}) divisible by {ph}x{pw}")
+        full = _per_image(data, wy, wx, batch)  # (R, C, ph, pw)
+        groups = full.reshape(full.shape[0], channels // (ph * pw), ph, pw, ph, pw)
+        out = jnp.einsum("rcijij->rcij", groups)
+    else:
+        out = _per_image(data, wy, wx, batch)
+    return [jnp.where((r[:, 0] >= 0)[:, None, None, None], out, 0)]
+
+
+def _round_half_away(v):
+    return jnp.where(v >= 0, jnp.floor(v + 0.5), jnp.ceil(v - 0.5))
+
+
+def _bin_masks(start, end, pooled: int, size: int):
+    """(R, pooled, size) membership of cells in MXNet's ROIPooling bins along one axis."""
+    extent = jnp.maximum(end - start + 1, 1)[:, None]
+    p = jnp.arange(pooled)[None]
+    # floor(p * extent / pooled) and ceil((p + 1) * extent / pooled) in exact integer arithmetic
+    low = jnp.clip(p * extent // pooled + start[:, None], 0, size)
+    high = jnp.clip(-(-(p + 1) * extent // pooled) + start[:, None], 0, size)
+    cells = jnp.arange(size)
+    return (cells >= low[..., None]) & (cells < high[..., None])
+
+
+@register("ROIPooling", inputs=("data", "rois"), attr_order=("pooled_size", "spatial_scale"))
+def roi_pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """Max pooling of NCHW ``data`` over the bins of each roi (R, 5) [batch, x1, y1, x2, y2], with the
+    corners rounded after scaling by ``spatial_scale``; empty bins give 0."""
+    data, rois = ins[0], lax.stop_gradient(ins[1])
+    _check_rois(a, data, rois)
+    ph, pw = _pooled_size(a)
+    scale = a.float("spatial_scale")
+    corners = _round_half_away(rois[:, 1:].astype(jnp.float32) * scale).astype(jnp.int32)
+    rows = _bin_masks(corners[:, 1], corners[:, 3], ph, data.shape[2])  # (R, ph, H)
+    cols = _bin_masks(corners[:, 0], corners[:, 2], pw, data.shape[3])  # (R, pw, W)
+    batch = rois[:, 0].astype(jnp.int32)
+    lowest = jnp.asarray(-jnp.inf, data.dtype)
+    image = data[jnp.clip(batch, 0, data.shape[0] - 1)]  # (R, C, H, W)
+    over_w = jnp.max(jnp.where(cols[:, None, None, :, :], image[:, :, :, None, :], lowest), axis=-1)  # R,C,H,pw
+    out = jnp.max(jnp.where(rows[:, None, :, :, None], over_w[:, :, None, :, :], lowest), axis=3)  # R,C,ph,pw
+    return [jnp.where(jnp.isneginf(out) | (batch < 0)[:, None, None, None], 0, out)]
