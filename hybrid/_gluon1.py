@@ -232,6 +232,50 @@ class _ResolvingNamespace:
         return call
 
 
+_IGNORED = frozenset(("name", "ctx", "out", "attr"))
+
+
+class StateWriting:
+    """``F`` for a training-mode call of a block with parameters that are not differentiated (running
+    statistics): an operator with auxiliary-state inputs (``F.BatchNorm``'s moving mean and variance)
+    given such a parameter's data writes the new value back to that parameter, as Gluon 1.x's aux states
+    are updated. Other operators are ``F``'s own."""
+
+    __slots__ = ("_namespace", "_states")
+
+    def __init__(self, namespace: Any, states: dict):
+        self._namespace = namespace
+        self._states = states  # id(array passed to hybrid_forward) -> Parameter
+
+    def __getattr__(self, name: str) -> Any:
+        from .mxnet.ops import OPERATORS
+        attr = getattr(self._namespace, name)
+        op = OPERATORS.get(name)
+        if op is None or not op.aux or not callable(attr):
+            return attr
+        return lambda *args, **kwargs: self._call(op, name, args, kwargs)
+
+    def _call(self, op: Any, label: str, args: tuple, kwargs: dict) -> Any:
+        from . import autograd
+        from .mxnet.ops import Attrs, OpContext
+        names = op.inputs
+        ins = list(args[:len(names)]) + [None] * max(0, len(names) - len(args))
+        attrs = dict(zip(op.attr_order, args[len(names):]))
+        for key, value in kwargs.items():
+            if key in names:
+                ins[names.index(key)] = value
+            elif key not in _IGNORED:
+                attrs[key] = value
+        targets = {i: self._states.get(id(ins[i])) for i in op.aux if i < len(ins)}
+
+        def set_state(position: int, value: Any) -> None:
+            param = targets.get(position)
+            if param is not None:
+                param.set_data(value)
+        outs = op.fn(ins, Attrs(attrs, f"F.{label}"), OpContext(autograd.is_training(), set_state))
+        return outs[0] if len(outs) == 1 else outs
+
+
 class ShapeFrame(_functional.TraceFrame):
     """The frame of a shape-inference run: parameters are read from the blocks, writes (running
     statistics, attributes) are dropped, random keys are fixed; children are run inline."""

@@ -801,13 +801,19 @@ class HybridBlock(Block):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Gluon 1.x blocks define ``hybrid_forward`` instead: calls ``hybrid_forward(F, *args, **kwargs,
         **params)``, with ``F`` the MXNet operator namespace (:mod:`hybrid.mxnet.ops`, the same for eager
-        and hybridized calls) and ``params`` the block's own parameters' data by registered name.
-        Raises NotImplementedError when the class defines neither."""
+        and hybridized calls) and ``params`` the block's own parameters' data by registered name. In
+        training mode, operators updating auxiliary states (``F.BatchNorm``) write the new running
+        statistics to the block's parameters they were given. Raises NotImplementedError when the class
+        defines neither."""
         if not self._gluon1:
             raise NotImplementedError(f"{type(self).__name__} must implement forward(self, x, ...) "
                                       "(or Gluon 1.x's hybrid_forward(self, F, x, ...))")
         F = _gluon1._F or _gluon1.operators()
         params = {name: param.data() for name, param in self._reg_params.items()}
+        if _context.current().training:
+            states = {id(params[name]): p for name, p in self._reg_params.items() if not p._differentiable}
+            if states:
+                F = _gluon1.StateWriting(F, states)
         return self.hybrid_forward(F, *args, **kwargs, **params)
 
     def hybrid_forward(self, F: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
