@@ -65,30 +65,44 @@ def _convert_format(rows, start: int, source: str, target: str):
     return rows.at[..., start:start + 4].set(new)
 
 
+_NMS_MATRIX_LIMIT = 4096
+
+
 def _nms_one(rows, a: dict):
+    """NMS of one batch entry's rows (N, width); only the first ``topk`` ranked rows are compared, so the
+    work is O(topk^2) however many rows there are."""
     n = rows.shape[0]
+    k = a["topk"]
     scores = rows[:, a["score"]]
     valid = scores > a["valid_thresh"]
     if a["id"] >= 0:  # with the default background_id=-1, rows of class -1 are dropped too
         valid &= rows[:, a["id"]] != a["background"]
-    order = jnp.argsort(jnp.where(valid, -scores, jnp.inf), stable=True)
+    order = jnp.argsort(jnp.where(valid, -scores, jnp.inf), stable=True)[:k]
     ranked = rows[order]
-    candidate = (jnp.arange(n) < jnp.sum(valid)) & (jnp.arange(n) < a["topk"])
+    candidate = jnp.arange(k) < jnp.sum(valid)
     boxes = ranked[:, a["coord"]:a["coord"] + 4]
-    iou = _pairwise_iou(boxes, boxes, a["in_format"])
-    over = iou > a["overlap"]
-    if a["id"] >= 0 and not a["force"]:
-        over &= ranked[:, a["id"], None] == ranked[None, :, a["id"]]
-    later = jnp.arange(n)[None, :] > jnp.arange(n)[:, None]
-    over &= later
+    same_class = a["id"] >= 0 and not a["force"]
 
-    def suppress(i, keep):
-        return keep & ~(keep[i] & over[i])
+    def overlaps(rows_of, cols):
+        """(len(rows_of), k): which later-ranked candidates each of ``rows_of`` suppresses."""
+        over = _pairwise_iou(boxes[rows_of], boxes, a["in_format"]) > a["overlap"]
+        if same_class:
+            over &= ranked[rows_of, a["id"], None] == ranked[None, :, a["id"]]
+        return over & (jnp.arange(k)[None, :] > cols[:, None])
 
-    keep = lax.fori_loop(0, min(n, a["topk"]), suppress, candidate)
+    if k <= _NMS_MATRIX_LIMIT:  # all pairs at once
+        table = overlaps(jnp.arange(k), jnp.arange(k))
+
+        def suppress(i, keep):
+            return keep & ~(keep[i] & table[i])
+    else:  # one row of pairs per step: memory O(k)
+        def suppress(i, keep):
+            return keep & ~(keep[i] & overlaps(i[None], i[None])[0])
+
+    keep = lax.fori_loop(0, k, suppress, candidate)
     first = jnp.argsort(~keep, stable=True)  # kept rows first, in score order
-    out = jnp.where((jnp.arange(n) < jnp.sum(keep))[:, None], ranked[first], -jnp.ones((), rows.dtype))
-    return out
+    kept = jnp.where((jnp.arange(k) < jnp.sum(keep))[:, None], ranked[first], -jnp.ones((), rows.dtype))
+    return jnp.concatenate([kept, -jnp.ones((n - k, rows.shape[1]), rows.dtype)]) if k < n else kept
 
 
 @register("_contrib_box_nms", "_contrib_box_non_maximum_suppression")
