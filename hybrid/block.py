@@ -276,8 +276,11 @@ class Block(Watched, metaclass=_BlockMeta):
     # -- registration -------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
         if "_children" not in self.__dict__:
-            raise RuntimeError(f"{type(self).__name__}.__init__ must call super().__init__() before "
-                               "assigning attributes")
+            if isinstance(value, (Block, Parameter)) or _holds_arrays(value):
+                raise RuntimeError(f"{type(self).__name__}.__init__ must call super().__init__() before "
+                                   f"assigning {name!r} (a {type(value).__name__})")
+            object.__setattr__(self, name, value)  # plain settings, as Gluon 1.x code sets some first
+            return
         existing = self.__dict__.get(name)
         if isinstance(existing, (Block, Parameter)) and value is not None and \
                 not isinstance(value, (Block, Parameter)):

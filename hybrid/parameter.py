@@ -516,7 +516,8 @@ class ParameterDict(dict):
 
     def get_constant(self, name: str, value: Any = None) -> "Constant":
         """Gluon 1.x's ``self.params.get_constant(name, value)`` on a block's own ``self.params``: the
-        block's Constant ``name``, created from ``value`` (array-like) if the block has none.
+        block's Constant ``name``, created from ``value`` if the block has none: a JAX array keeps its
+        dtype, other array-likes become float32 (as Gluon 1.x's ``nd.array(value)``).
 
         Raises KeyError when there is none and ``value`` is None, ValueError when ``name`` is a Parameter
         that is not a Constant or a Constant of another value, TypeError on other ParameterDicts.
@@ -530,7 +531,9 @@ class ParameterDict(dict):
         def make(full_name: str) -> Constant:
             if value is None:
                 raise KeyError(f"{where}: the block has no constant {name!r}; pass its value to create it")
-            return Constant(value, name=full_name)
+            # Gluon 1.x makes an NDArray of the value: float32 unless it is an array of the framework already
+            array = value if isinstance(value, jax.Array) else np.asarray(value, dtype=np.float32)
+            return Constant(array, name=full_name)
 
         def reuse(param: Parameter) -> None:
             if not isinstance(param, Constant):

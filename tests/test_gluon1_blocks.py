@@ -442,3 +442,35 @@ def test_subclass_of_a_layer_overriding_hybrid_forward_runs_it():
     net = HalfDense(3, in_units=2)
     net.initialize(init.One())
     assert_close(net(jnp.ones((1, 2))), [[1.0, 1.0, 1.0]])  # bias 0 + 0.5 * (1 + 1)
+
+
+def test_get_constant_dtypes_are_gluon1s():
+    class Consts(hybrid.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.grid = self.params.get_constant("grid", np.arange(3))  # MXNet: float32
+            self.ids = self.params.get_constant("ids", jnp.arange(2, dtype=jnp.int32))
+
+    block = Consts()
+    assert block.grid.dtype == np.float32 and block.ids.dtype == np.int32
+
+
+def test_plain_settings_before_super_init():
+    class Early(hybrid.HybridBlock):
+        def __init__(self):
+            self.inplanes = 64  # GluonCV's ResNetV1b does this before super().__init__()
+            super().__init__()
+            self.weight = self.params.get("weight", shape=(2,))
+
+        def hybrid_forward(self, F, x, weight):
+            return x * weight
+
+    assert Early().inplanes == 64
+
+    class TooEarly(hybrid.HybridBlock):
+        def __init__(self):
+            self.dense = nn.Dense(2)
+            super().__init__()
+
+    with pytest.raises(RuntimeError, match=r"super\(\).__init__\(\) before assigning 'dense'"):
+        TooEarly()
