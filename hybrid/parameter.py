@@ -445,7 +445,8 @@ class Constant(Parameter):
         name: display name.
 
     Gluon 1.x's order ``Constant('name', value)`` is recognised (a string first and an array second) and
-    swapped. Raises TypeError when ``value`` is a string.
+    swapped; the value is then float32 unless it is a JAX array, as in Gluon 1.x. Raises TypeError when
+    ``value`` is a string.
     """
 
     def __init__(self, value: Any, name: str | None = "const"):
@@ -453,7 +454,9 @@ class Constant(Parameter):
             if name is None or isinstance(name, str):
                 raise TypeError(f"Constant: value must be array-like, got the string {value!r}; write "
                                 "Constant(value, name='...') (Gluon 1.x's Constant(name, value) is accepted too)")
-            value, name = name, value  # Gluon 1.x: Constant(name, value)
+            value, name = name, value  # Gluon 1.x: Constant(name, value), float32 unless a JAX array
+            if not isinstance(value, jax.Array):
+                value = np.asarray(value, dtype=np.float32)
         array = np.asarray(value)
         if array.dtype == np.float64:
             array = array.astype(np.float32)

@@ -453,6 +453,7 @@ def test_get_constant_dtypes_are_gluon1s():
 
     block = Consts()
     assert block.grid.dtype == np.float32 and block.ids.dtype == np.int32
+    assert hybrid.Constant("c", np.arange(2)).dtype == np.float32  # Gluon 1.x's argument order
 
 
 def test_plain_settings_before_super_init():
