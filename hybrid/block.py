@@ -5,6 +5,7 @@ import inspect
 import itertools
 import os
 import re
+import threading
 import warnings
 import weakref
 from collections import OrderedDict
@@ -52,6 +53,18 @@ def _input_type_error(block: "Block", args: tuple, exc: AttributeError) -> Excep
 
 
 _NAME_COUNTS: dict[str, Iterator[int]] = {}
+
+
+class _Naming(threading.local):
+    """Gluon 1.x naming state of this thread: the blocks whose ``name_scope()`` is open (innermost last),
+    and for each block under construction ``[prefix given to the constructor, claimed by Block.__init__]``."""
+
+    def __init__(self):
+        self.scopes: list = []
+        self.pending: list = []
+
+
+_NAMING = _Naming()
 
 
 def _next_name(hint: str) -> str:
@@ -150,7 +163,14 @@ class _BlockMeta(type):
         if "prefix" in kwargs or "params" in kwargs:
             declared = _declared_gluon1_keywords(cls)
             taken = {k: kwargs.pop(k) for k in _GLUON1_KEYWORDS if k in kwargs and k not in declared}
-        block = super().__call__(*args, **kwargs)
+        entry = [taken.pop("prefix", None), False]  # Block.__init__ applies the prefix (before any child)
+        _NAMING.pending.append(entry)
+        try:
+            block = super().__call__(*args, **kwargs)
+        finally:
+            _NAMING.pending.pop()
+        if not entry[1] and entry[0] is not None:
+            taken["prefix"] = entry[0]
         if taken or block.__dict__.get("_shared_params"):
             block._apply_gluon1_keywords(**taken)
         return block
@@ -180,7 +200,25 @@ class Block(Watched, metaclass=_BlockMeta):
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_scope_name", "")
-        object.__setattr__(self, "_name", _next_name(type(self).__name__.lower()))
+        pending = _NAMING.pending
+        if pending and not pending[-1][1]:
+            pending[-1][1] = True
+            if prefix is None:
+                prefix = pending[-1][0]
+        scope = _NAMING.scopes[-1] if _NAMING.scopes else None
+        hint = type(self).__name__.lower()
+        if scope is None:
+            name = _next_name(hint)
+        else:  # Gluon 1.x: inside a name_scope, the parent's prefix and a count per class in that scope
+            counts = scope.__dict__.get("_scope_counts")
+            if counts is None:
+                counts = {}
+                object.__setattr__(scope, "_scope_counts", counts)
+            count = counts.get(hint, 0)
+            if prefix is None:
+                counts[hint] = count + 1
+            name = f"{scope.prefix}{hint}{count}"
+        object.__setattr__(self, "_name", name)
         object.__setattr__(self, "_prefix", None)
         if prefix is not None:
             self._set_prefix(prefix)
@@ -203,14 +241,23 @@ class Block(Watched, metaclass=_BlockMeta):
         prefix = self.__dict__.get("_prefix")
         return self._name + "_" if prefix is None else prefix
 
-    def name_scope(self) -> Any:
-        """Gluon 1.x's name scope, a context manager that does nothing here: parameter names are
-        structural (attribute names), so ``with self.name_scope():`` blocks run unchanged."""
-        return nullcontext(self)
+    @contextmanager
+    def name_scope(self) -> Iterator["Block"]:
+        """Gluon 1.x's name scope: blocks created inside get this block's prefix before their own
+        (``mlp0_dense0_``), counted per class within the scope, as in Gluon 1.x. Only names change:
+        parameters are keyed by structural names (attribute paths) either way."""
+        _NAMING.scopes.append(self)
+        try:
+            yield self
+        finally:
+            _NAMING.scopes.pop()
 
     def _set_prefix(self, prefix: Any) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"{type(self).__name__}: prefix must be a str, got {type(prefix).__name__}")
+        scope = _NAMING.scopes[-1] if _NAMING.scopes else None
+        if scope is not None and scope is not self:
+            prefix = scope.prefix + prefix
         object.__setattr__(self, "_prefix", prefix)
 
     def _apply_gluon1_keywords(self, prefix: str | None = None, params: Any = None) -> None:

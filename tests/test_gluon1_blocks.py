@@ -24,11 +24,11 @@ sys.path.remove(HERE)
 
 BLOCKS = make_blocks(hybrid.HybridBlock, init)
 NETS = {
-    "dense": lambda: BLOCKS["DenseF"](6, activation="tanh"),
-    "scaled": lambda: BLOCKS["Scaled"](4),
-    "mlp": lambda: BLOCKS["MLP"](),
-    "convbn": lambda: BLOCKS["ConvBN"](4, 3),
-    "renamed": lambda: BLOCKS["Renamed"](3),
+    "dense": lambda **kw: BLOCKS["DenseF"](6, activation="tanh", **kw),
+    "scaled": lambda **kw: BLOCKS["Scaled"](4, **kw),
+    "mlp": lambda **kw: BLOCKS["MLP"](**kw),
+    "convbn": lambda **kw: BLOCKS["ConvBN"](4, 3, **kw),
+    "renamed": lambda **kw: BLOCKS["Renamed"](3, **kw),
 }
 
 
@@ -53,6 +53,18 @@ def test_mxnet_saved_parameters_give_mxnets_outputs(name, naming):
     net.hybridize()
     assert_close(net(jnp.asarray(io["x"])), io["out"], rtol=1e-5, atol=1e-5)
     assert_close(net(jnp.asarray(io["x"])), io["out"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(NETS))
+def test_parameter_names_are_mxnets(name):
+    """Made inside name_scope with the prefix MXNet's fresh process gave the top block, the parameters'
+    1.x names are the names of MXNet's prefixed file, in the same order."""
+    from hybrid.export.mxnet_params import parse_mxnet_params
+    with open(os.path.join(HERE, f"{name}-prefixed.params"), "rb") as f:
+        mxnet_names = list(parse_mxnet_params(f.read(), name))
+    top = type(NETS[name]()).__name__.lower() + "0_"
+    net = NETS[name](prefix=top)
+    assert [p.name for p in net.collect_params().values()] == mxnet_names
 
 
 def test_structural_and_prefixed_names_are_mxnets():
