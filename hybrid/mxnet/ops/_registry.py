@@ -105,7 +105,7 @@ class Attrs:
     def opt_float(self, key: str) -> float | None:
         return None if self._get(key) is None else self.float(key)
 
-    def bool(self, key: str, default: bool) -> bool:
+    def bool(self, key: str, default: bool = False) -> bool:
         value = self._get(key)
         if value is None:
             return default

@@ -3,6 +3,7 @@ input's shape: kept boxes first, in descending score, the other rows -1), box_io
 box_decode, bipartite_matching, ROIAlign, and ROIPooling."""
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -62,7 +63,9 @@ def _convert_format(rows, start: int, source: str, target: str):
     else:
         new = jnp.stack(_corners(box, "center"), -1)
     new = jnp.where(box[..., :1] < 0, box, new)
-    return rows.at[..., start:start + 4].set(new)
+    # concatenated rather than written with .at[].set: XLA:CPU (jaxlib 0.10) miscompiles that update
+    # after the NMS gather when the result is reshaped (the new xmax read the updated xmin)
+    return jnp.concatenate([rows[..., :start], new, rows[..., start + 4:]], axis=-1)
 
 
 _NMS_MATRIX_LIMIT = 4096
@@ -131,11 +134,18 @@ def box_nms(ins: list, a: Attrs, ctx: OpContext) -> list:
         raise a.fail(f"id_index={params['id']} must be a column of the {width} apart from score and coordinates")
     if params["topk"] < 1:
         return [x]
-    rows = x.reshape((-1, n, width))
-    out = jax.vmap(lambda r: _nms_one(r, params))(rows)
+    return [_box_nms(x, tuple(sorted(params.items())), out_format)]
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _box_nms(x, params: tuple, out_format: str):
+    """One compiled program per configuration (eager calls would otherwise dispatch op by op)."""
+    params = dict(params)
+    n, width = x.shape[-2], x.shape[-1]
+    out = jax.vmap(lambda r: _nms_one(r, params))(x.reshape((-1, n, width)))
     if params["in_format"] != out_format:
         out = _convert_format(out, params["coord"], params["in_format"], out_format)
-    return [out.reshape(x.shape)]
+    return out.reshape(x.shape)
 
 
 # -- box encoding --------------------------------------------------------------------------------------
@@ -212,9 +222,14 @@ def bipartite_matching(ins: list, a: Attrs, ctx: OpContext) -> list:
     if x.ndim < 2:
         raise a.fail(f"data must have at least 2 dimensions, got shape {tuple(x.shape)}")
     threshold, ascend, topk = a.float("threshold"), a.bool("is_ascend", False), a.int("topk", -1)
-    scores = lax.stop_gradient(x).reshape((-1,) + tuple(x.shape[-2:]))
+    return list(_matching(lax.stop_gradient(x), threshold, ascend, topk))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _matching(x, threshold: float, ascend: bool, topk: int):
+    scores = x.reshape((-1,) + tuple(x.shape[-2:]))
     rows, cols = jax.vmap(lambda s: _match_one(s, threshold, ascend, topk))(scores)
-    return [rows.reshape(x.shape[:-1]).astype(x.dtype), cols.reshape(x.shape[:-2] + x.shape[-1:]).astype(x.dtype)]
+    return rows.reshape(x.shape[:-1]).astype(x.dtype), cols.reshape(x.shape[:-2] + x.shape[-1:]).astype(x.dtype)
 
 
 # -- region pooling ----------------------------------------------------------------------------------------
@@ -274,38 +289,48 @@ def roi_align(ins: list, a: Attrs, ctx: OpContext) -> list:
     ph, pw = _pooled_size(a)
     scale = a.float("spatial_scale")
     ratio = a.int("sample_ratio", -1)
-    offset = 0.5 if a.bool("aligned", False) else 0.0
+    aligned, sensitive = a.bool("aligned", False), a.bool("position_sensitive", False)
+    if sensitive and data.shape[1] % (ph * pw):
+        raise a.fail(f"position_sensitive needs channels ({data.shape[1]}) divisible by {ph}x{pw}")
+    if ratio > 0:
+        grid = (ratio, ratio)
+    else:  # the largest adaptive grid: exact for concrete rois, bounded by the feature map under tracing
+        try:
+            r = np.asarray(rois, np.float64)
+            extent = [(r[:, 4] - r[:, 2]) * scale, (r[:, 3] - r[:, 1]) * scale]
+            if not aligned:
+                extent = [np.maximum(e, 1.0) for e in extent]
+            grid = tuple(int(max(1, np.max(np.ceil(e / p), initial=1))) for e, p in zip(extent, (ph, pw)))
+        except jax.errors.TracerArrayConversionError:
+            grid = (math.ceil(data.shape[2] / ph) + 1, math.ceil(data.shape[3] / pw) + 1)
+    return [_roi_align(data, rois, (ph, pw), scale, ratio, aligned, sensitive, grid)]
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
+def _roi_align(data, rois, pooled: tuple, scale: float, ratio: int, aligned: bool, sensitive: bool, grid: tuple):
+    ph, pw = pooled
+    offset = 0.5 if aligned else 0.0
     height, width = data.shape[2], data.shape[3]
     dtype = jnp.promote_types(data.dtype, jnp.float32)
     r = rois.astype(dtype)
     x0, y0 = r[:, 1] * scale - offset, r[:, 2] * scale - offset
     roi_w, roi_h = r[:, 3] * scale - offset - x0, r[:, 4] * scale - offset - y0
-    if not a.bool("aligned", False):
+    if not aligned:
         roi_w, roi_h = jnp.maximum(roi_w, 1.0), jnp.maximum(roi_h, 1.0)
     bin_h, bin_w = roi_h / ph, roi_w / pw
     if ratio > 0:
         grid_h = grid_w = jnp.full(r.shape[0], float(ratio), dtype)
-        max_h = max_w = ratio
     else:
-        grid_h, grid_w = jnp.maximum(jnp.ceil(roi_h / ph), 1.0), jnp.maximum(jnp.ceil(roi_w / pw), 1.0)
-        try:
-            max_h, max_w = int(np.max(np.asarray(grid_h), initial=1)), int(np.max(np.asarray(grid_w), initial=1))
-        except jax.errors.TracerArrayConversionError:
-            max_h, max_w = math.ceil(height / ph) + 1, math.ceil(width / pw) + 1
-            grid_h, grid_w = jnp.minimum(grid_h, max_h), jnp.minimum(grid_w, max_w)
-    wy = _sample_weights(y0, bin_h, grid_h, max_h, ph, height).astype(data.dtype)
-    wx = _sample_weights(x0, bin_w, grid_w, max_w, pw, width).astype(data.dtype)
+        grid_h = jnp.clip(jnp.ceil(roi_h / ph), 1.0, grid[0])
+        grid_w = jnp.clip(jnp.ceil(roi_w / pw), 1.0, grid[1])
+    wy = _sample_weights(y0, bin_h, grid_h, grid[0], ph, height).astype(data.dtype)
+    wx = _sample_weights(x0, bin_w, grid_w, grid[1], pw, width).astype(data.dtype)
     batch = r[:, 0].astype(jnp.int32)
-    if a.bool("position_sensitive", False):
-        channels = data.shape[1]
-        if channels % (ph * pw):
-            raise a.fail(f"position_sensitive needs channels ({channels}) divisible by {ph}x{pw}")
-        full = _per_image(data, wy, wx, batch)  # (R, C, ph, pw)
-        groups = full.reshape(full.shape[0], channels // (ph * pw), ph, pw, ph, pw)
+    out = _per_image(data, wy, wx, batch)  # (R, C, ph, pw)
+    if sensitive:
+        groups = out.reshape(out.shape[0], data.shape[1] // (ph * pw), ph, pw, ph, pw)
         out = jnp.einsum("rcijij->rcij", groups)
-    else:
-        out = _per_image(data, wy, wx, batch)
-    return [jnp.where((r[:, 0] >= 0)[:, None, None, None], out, 0)]
+    return jnp.where((r[:, 0] >= 0)[:, None, None, None], out, 0)
 
 
 def _round_half_away(v):
@@ -329,8 +354,12 @@ def roi_pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
     corners rounded after scaling by ``spatial_scale``; empty bins give 0."""
     data, rois = ins[0], lax.stop_gradient(ins[1])
     _check_rois(a, data, rois)
-    ph, pw = _pooled_size(a)
-    scale = a.float("spatial_scale")
+    return [_roi_pooling(data, rois, _pooled_size(a), a.float("spatial_scale"))]
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _roi_pooling(data, rois, pooled: tuple, scale: float):
+    ph, pw = pooled
     corners = _round_half_away(rois[:, 1:].astype(jnp.float32) * scale).astype(jnp.int32)
     rows = _bin_masks(corners[:, 1], corners[:, 3], ph, data.shape[2])  # (R, ph, H)
     cols = _bin_masks(corners[:, 0], corners[:, 2], pw, data.shape[3])  # (R, pw, W)
@@ -339,4 +368,4 @@ def roi_pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
     image = data[jnp.clip(batch, 0, data.shape[0] - 1)]  # (R, C, H, W)
     over_w = jnp.max(jnp.where(cols[:, None, None, :, :], image[:, :, :, None, :], lowest), axis=-1)  # R,C,H,pw
     out = jnp.max(jnp.where(rows[:, None, :, :, None], over_w[:, :, None, :, :], lowest), axis=3)  # R,C,ph,pw
-    return [jnp.where(jnp.isneginf(out) | (batch < 0)[:, None, None, None], 0, out)]
+    return jnp.where(jnp.isneginf(out) | (batch < 0)[:, None, None, None], 0, out)

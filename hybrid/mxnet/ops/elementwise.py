@@ -5,6 +5,7 @@ MXNet's comparisons and logical operators return 0/1 in the input's dtype; so do
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import jax
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy import special
 
+from ...graph import layer_ops
 from ._registry import Attrs, OpContext, register
 
 
@@ -31,11 +33,14 @@ _UNARY: dict[tuple[str, ...], Callable] = {
     ("square",): jnp.square, ("exp",): jnp.exp, ("expm1",): jnp.expm1, ("log",): jnp.log, ("log10",): jnp.log10,
     ("log2",): jnp.log2, ("log1p",): jnp.log1p, ("sin",): jnp.sin, ("cos",): jnp.cos, ("tan",): jnp.tan,
     ("arcsin",): jnp.arcsin, ("arccos",): jnp.arccos, ("arctan",): jnp.arctan, ("sinh",): jnp.sinh,
-    ("cosh",): jnp.cosh, ("tanh",): jnp.tanh, ("arcsinh",): jnp.arcsinh, ("arccosh",): jnp.arccosh,
+    ("cosh",): jnp.cosh, ("tanh",): functools.partial(layer_ops.activation, act_type="tanh"), ("arcsinh",): jnp.arcsinh, ("arccosh",): jnp.arccosh,
     ("arctanh",): jnp.arctanh, ("degrees",): jnp.degrees, ("radians",): jnp.radians, ("erf",): special.erf,
     ("erfinv",): special.erfinv, ("gamma",): lambda x: jnp.exp(special.gammaln(x)) * special.gammasgn(x),
     ("gammaln",): special.gammaln, ("reciprocal",): jnp.reciprocal, ("negative",): jnp.negative,
-    ("relu",): jax.nn.relu, ("sigmoid",): jax.nn.sigmoid, ("softsign",): jax.nn.soft_sign,
+    # the activation big op: one graph node as native layers make, and one compiled kernel eagerly
+    ("relu",): functools.partial(layer_ops.activation, act_type="relu"),
+    ("sigmoid",): functools.partial(layer_ops.activation, act_type="sigmoid"),
+    ("softsign",): functools.partial(layer_ops.activation, act_type="softsign"),
     ("log_sigmoid",): jax.nn.log_sigmoid, ("mish",): lambda x: x * jnp.tanh(jax.nn.softplus(x)),
     ("logical_not",): lambda x: jnp.logical_not(x).astype(x.dtype),
     ("identity", "_copy", "_identity_with_attr_like_rhs", "make_loss", "MakeLoss", "_np_copy"): lambda x: x,

@@ -9,6 +9,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ... import random as _random
@@ -236,10 +237,56 @@ def pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
     sizes = [x.shape[i] for i, c in enumerate(layout) if c not in "NC"]
     if any(s + 2 * p < k for s, p, k in zip(sizes, pad, kernel)):
         raise a.fail(f"kernel {kernel} is larger than the padded input {tuple(sizes)} (pad {pad})")
+    include_pad = a.bool("count_include_pad", True)
+    if convention == "full" and any(_full_size(*v) != _ceil_size(*v) for v in zip(sizes, kernel, stride, pad)):
+        return [_pool_full_windows(x, pool_type, kernel, stride, pad, include_pad, layout)]
     y = layer_ops.pooling(x, pool_type="max" if pool_type == "max" else "avg", kernel=kernel, strides=stride,
                           padding=pad, ceil_mode=convention == "full",
-                          count_include_pad=pool_type == "sum" or a.bool("count_include_pad", True), layout=layout)
+                          count_include_pad=pool_type == "sum" or include_pad, layout=layout)
     return [y * math.prod(kernel) if pool_type == "sum" else y]
+
+
+def _full_size(size: int, kernel: int, stride: int, pad: int) -> int:
+    """MXNet's output size under pooling_convention='full'."""
+    return -(-(size + 2 * pad - kernel) // stride) + 1
+
+
+def _ceil_size(size: int, kernel: int, stride: int, pad: int) -> int:
+    """layer_ops.pooling's ceil-mode size: it drops a last window starting in the right padding."""
+    out = _full_size(size, kernel, stride, pad)
+    return out - 1 if (out - 1) * stride >= size + pad else out
+
+
+def _pool_full_windows(x, pool_type: str, kernel, stride, pad, include_pad: bool, layout: str):
+    """Pooling with MXNet's 'full' convention where a last window lies wholly in the padding (MXNet keeps
+    it: the lowest float for max, 0 for avg and sum)."""
+    axes = [i for i, c in enumerate(layout) if c not in "NC"]
+    window, strides, pads = [1] * x.ndim, [1] * x.ndim, [(0, 0)] * x.ndim
+    counts = np.ones((), np.float64)
+    for axis, k, s, p in zip(axes, kernel, stride, pad):
+        size = x.shape[axis]
+        out = _full_size(size, k, s, p)
+        window[axis], strides[axis] = k, s
+        pads[axis] = (p, (out - 1) * s + k - size - p)
+        starts = np.arange(out) * s - p
+        ends = np.minimum(starts + k, size + p)
+        if not include_pad:
+            starts, ends = np.maximum(starts, 0), np.minimum(ends, size)
+        counts = np.multiply.outer(counts, np.maximum(ends - starts, 1))
+    if pool_type == "max":
+        lowest = np.asarray(jnp.finfo(x.dtype).min if jnp.issubdtype(x.dtype, jnp.floating)
+                            else jnp.iinfo(x.dtype).min, x.dtype)
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            return lax.reduce_window(x, lowest, lax.max, window, strides, pads)
+        padded = jnp.pad(x, pads, constant_values=lowest)  # -inf as init keeps JAX's differentiable max
+        return lax.reduce_window(padded, np.asarray(-np.inf, x.dtype), lax.max, window, strides, "VALID")
+    total = lax.reduce_window(x, np.asarray(0, x.dtype), lax.add, window, strides, pads)
+    if pool_type == "sum":
+        return total
+    shape = [1] * x.ndim
+    for i, axis in enumerate(axes):
+        shape[axis] = counts.shape[i]
+    return total / jnp.asarray(counts.reshape(shape), x.dtype)
 
 
 @register("SoftmaxOutput", "Softmax", inputs=("data", "label?"), labels=1)
