@@ -185,3 +185,34 @@ def test_value_and_grad_updates_batchnorm_state(rng):
     assert not np.allclose(np.asarray(net[1].running_mean.data()), 0.0)
     with pytest.raises(AutogradError, match="must return a scalar"):
         autograd.value_and_grad(lambda x: net(x), net.collect_params())(x)
+
+
+def test_backward_method_takes_mxnets_arguments(rng):
+    net = linear_net()
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    head = rng.standard_normal((4, 2)).astype(np.float32)
+    with autograd.record():
+        out = net(x)
+    out.backward(head, retain_graph=True, train_mode=True)
+    assert_close(net.weight.grad(), head.T @ x, rtol=1e-5)
+    out.backward(out_grad=2 * head)
+    assert_close(net.weight.grad(), 2 * head.T @ x, rtol=1e-5)
+    with pytest.raises(AutogradError, match="already differentiated"):
+        out.backward()
+
+
+def test_two_backward_calls_in_a_compiled_step(rng):
+    """d/dW sum(x W^T + b) is the column sums of x in every row; 'add' sums the two backward calls (1 + 2)."""
+    net = linear_net(in_units=4, units=3)
+    net.weight.grad_req = "add"
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+
+    @hybrid.compile
+    def twice(x):
+        with autograd.record():
+            net(x).sum().backward()
+            (net(x) * 2).sum().backward()
+        return net.weight.grad()
+
+    net.zero_grad()
+    assert_close(twice(x), 3 * np.tile(x.sum(axis=0), (3, 1)), rtol=1e-5)

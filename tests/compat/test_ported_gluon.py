@@ -794,12 +794,8 @@ def test_dropout():
 
 
 def test_req():
-    """Port of test_gluon.py::test_req (apache/mxnet master).
-
-    hybrid records one tape per ``record()`` scope and differentiates it once unless
-    ``retain_graph=True`` (docs/autograd.md), so the first of the two backward calls inside the
-    scope passes ``retain_graph=True``; MXNet needs no flag because the second forward pass
-    builds a new graph."""
+    """Port of test_gluon.py::test_req (apache/mxnet master): two forward passes and two backward calls
+    in one ``record()`` scope."""
     data = uniform(1, 3, 224, 224)
     label = jnp.ones((1,))
     loss = hybrid.loss.SoftmaxCrossEntropyLoss()
@@ -822,7 +818,7 @@ def test_req():
     with autograd.record():
         pred = net(data)
         l = loss(pred, label)
-        autograd.backward(l, retain_graph=True)
+        autograd.backward(l)
         grad = np.asarray(net[0][0].weight.grad().mean())
         pred = net(data)
         l = loss(pred, label)
