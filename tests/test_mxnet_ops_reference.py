@@ -67,6 +67,8 @@ def _check_outputs(case: dict[str, Any], got: list, what: str = 'output') -> Non
     for i, (g, e) in enumerate(zip(got, expected)):
         g = np.asarray(g)
         assert g.shape == e.shape, f"{case['op']} {what} {i}: shape {g.shape}, MXNet gives {e.shape}"
+        want = jax.dtypes.canonicalize_dtype(e.dtype)  # MXNet's int64 is int32 while jax_enable_x64 is off
+        assert g.dtype == want, f"{case['op']} {what} {i}: dtype {g.dtype}, MXNet gives {e.dtype}"
         if e.dtype.kind in 'iub':
             np.testing.assert_array_equal(g, e, err_msg=f"{case['op']} {what} {i}")
         else:
