@@ -267,6 +267,7 @@ for _name in _STAGED_OPERATORS:
     setattr(LazyArray, f"__{_name}__", _staged_operator(_name, False))
     setattr(LazyArray, f"__r{_name}__", _staged_operator(_name, True))
 
+
 class _NotRecorded:
     """``backward`` of JAX's array type: an AttributeError (so ``hasattr`` stays False) that says why."""
 

@@ -1,4 +1,4 @@
-"""Imperative autograd: record/pause scopes, backward and grad.
+"""Imperative autograd: record/pause scopes, backward and grad, and Function (a hand-written backward).
 
 Inside ``record()`` every JAX operation on recorded values is staged on a tape (see
 :mod:`hybrid._lazy`): block calls, ``jax.numpy``/``jax.nn``/``jax.lax`` functions, Python
@@ -168,19 +168,22 @@ def _head_grads(heads: list, head_grads: Any, caller: str) -> list:
 
 
 def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, train_mode: bool = True) -> None:
-    """Compute the gradient of ``heads`` for every parameter they depend on.
+    """Compute the gradient of ``heads`` for every parameter they depend on (``loss.backward()`` is the same).
 
     Args:
         heads: an array or list of arrays computed inside ``record()``.
         head_grads: matching cotangents (default: ones, i.e. the gradient of ``sum(heads)``).
-        retain_graph: allow another ``backward``/``grad`` on the same recording.
-    Each reached parameter's ``grad()`` is written (``grad_req='write'``) or accumulated
-    (``'add'``). The gradients are computed with the next value Python needs, or with the
-    update at ``trainer.step``.
+        retain_graph: keep the heads' graph for another ``backward``/``grad`` of them. Without it, as in
+            MXNet, the heads cannot be differentiated again and the values computed on their way are
+            constants for later heads; values recorded afterwards can be differentiated by another
+            ``backward`` in the same ``record()`` scope.
+    Each reached parameter's ``grad()`` is written (``grad_req='write'``: a later backward overwrites it)
+    or accumulated (``'add'``). The gradients are computed with the next value Python needs, or with
+    the update at ``trainer.step``.
 
     Raises:
-        AutogradError: a head was not computed inside ``record()``, or the heads depend on no
-            parameter with ``grad_req != 'null'``. No gradient is written then.
+        AutogradError: a head was not computed inside ``record()`` or was differentiated already, or the
+            heads depend on no parameter with ``grad_req != 'null'``. No gradient is written then.
     """
     heads = _as_list(heads)
     tape = _tape_of(heads, "backward()")
@@ -246,6 +249,7 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     replacement for ``attach_grad``), values read with ``p.data()``, or intermediate results.
     Returns an array or a list matching ``variables``. With ``create_graph=True`` the
     gradients are themselves recorded, so a loss can use them (e.g. a gradient penalty).
+    Unless ``retain_graph`` (default: ``create_graph``), the heads' graph is freed as by ``backward``.
 
     Raises:
         AutogradError: a head was not computed inside ``record()``, or a variable was not used there.
