@@ -463,3 +463,24 @@ def lrn(ins: list, a: Attrs, ctx: OpContext) -> list:
     sq = jnp.pad(jnp.square(x), [(0, 0), (half, size - 1 - half)] + [(0, 0)] * (x.ndim - 2))
     window = sum(lax.slice_in_dim(sq, i, i + x.shape[1], axis=1) for i in range(size))
     return [x / jnp.power(knorm + alpha / size * window, beta)]
+
+
+@register("softmax_cross_entropy", inputs=("data", "label"))
+def softmax_cross_entropy(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """The summed cross-entropy of ``softmax(data)`` (N, K) against integer labels (N,): shape (1,)."""
+    x, label = ins[0], ins[1]
+    losses = layer_ops.softmax_cross_entropy(x, label.astype(jnp.int32), axis=-1)
+    return [jnp.sum(losses).reshape(1)]
+
+
+def _loss_output(transform):
+    def run(ins: list, a: Attrs, ctx: OpContext) -> list:
+        return [transform(ins[0])]
+    return run
+
+
+# the forward passes of MXNet's loss layers (their labels only shape the backward pass in MXNet)
+register("LinearRegressionOutput", inputs=("data", "label?"), labels=1)(_loss_output(lambda x: x))
+register("MAERegressionOutput", inputs=("data", "label?"), labels=1)(_loss_output(lambda x: x))
+register("LogisticRegressionOutput", inputs=("data", "label?"), labels=1)(_loss_output(jax.nn.sigmoid))
+register("IdentityAttachKLSparseReg")(_loss_output(lambda x: x))

@@ -235,3 +235,14 @@ def syrk(ins: list, a: Attrs, ctx: OpContext) -> list:
     xt = jnp.swapaxes(x, -1, -2)
     out = jnp.matmul(xt, x) if a.bool("transpose", False) else jnp.matmul(x, xt)
     return [a.float("alpha", 1.0) * out]
+
+
+@register("moments", num_outputs=2, attr_order=("axes", "keepdims"))
+def moments(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """``[mean, variance]`` over ``axes`` (all by default)."""
+    x = ins[0]
+    axes = _axes(a, x.ndim, "axes", exclude_key=None)
+    keep = a.bool("keepdims", False)
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=keep)
+    return [_at_least_1d(mean if keep else jnp.squeeze(mean, axes)), _at_least_1d(var)]

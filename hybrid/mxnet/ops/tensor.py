@@ -385,7 +385,7 @@ def _shape(a: Attrs) -> tuple[int, ...]:
     return shape
 
 
-@register("_zeros", "zeros", inputs=(), attr_order=("shape", "ctx", "dtype"))
+@register("_zeros", "zeros", "_zeros_without_dtype", inputs=(), attr_order=("shape", "ctx", "dtype"))
 def zeros(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.zeros(_shape(a), a.dtype())]
 
@@ -442,3 +442,38 @@ def _arange_like(x: Any, a: Attrs) -> Any:
 def arange_like(ins: list, a: Attrs, ctx: OpContext) -> list:
     """A range shaped like ``data`` (or like its ``axis``): ``start + step * (i // repeat)``."""
     return [_arange_like(ins[0], a)]
+
+
+@register("amp_multicast", variadic=True, num_outputs=lambda a: a.int("num_outputs"))
+def amp_multicast(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """Every input cast to the widest floating dtype among them (``cast_narrow``: the narrowest)."""
+    dtypes = [x.dtype for x in ins]
+    ranked = sorted(dtypes, key=lambda d: np.dtype(d).itemsize)
+    target = ranked[0] if a.bool("cast_narrow", False) else ranked[-1]
+    return [x.astype(target) for x in ins]
+
+
+@register("cumsum", "_np_cumsum", attr_order=("axis", "dtype"))
+def cumsum(ins: list, a: Attrs, ctx: OpContext) -> list:
+    x = ins[0]
+    axis = a.opt_int("axis")
+    dtype = a.dtype("dtype", None)
+    return [jnp.cumsum(x.reshape(-1) if axis is None else x, axis=0 if axis is None else axis, dtype=dtype)]
+
+
+@register("Crop", "crop_like", variadic=True)
+def crop(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """MXNet's deprecated Crop of NCHW data: to ``h_w`` or to the second input's size, at ``offset`` or
+    centred (``center_crop``)."""
+    x = ins[0]
+    if len(ins) > 1:
+        height, width = ins[1].shape[2], ins[1].shape[3]
+    else:
+        height, width = a.tuple("h_w")
+    if a.bool("center_crop", False):
+        top, left = (x.shape[2] - height) // 2, (x.shape[3] - width) // 2
+    else:
+        top, left = a.tuple("offset", (0, 0))
+    if top < 0 or left < 0 or top + height > x.shape[2] or left + width > x.shape[3]:
+        raise a.fail(f"cannot crop {height}x{width} at ({top}, {left}) from data of shape {tuple(x.shape)}")
+    return [x[:, :, top:top + height, left:left + width]]
