@@ -487,3 +487,16 @@ def test_plain_settings_before_super_init():
 
     with pytest.raises(RuntimeError, match=r"super\(\).__init__\(\) before assigning 'dense'"):
         TooEarly()
+
+
+def test_amp_policy_applies_to_f_operators():
+    old, new, x = gluon1_and_native()
+    old.hybridize()
+    new.hybridize()
+    hybrid.amp.init("bfloat16")
+    try:
+        out_old, out_new = old(x), new(x)
+    finally:
+        hybrid.amp.disable()
+    assert out_old.dtype == out_new.dtype == jnp.bfloat16
+    assert_close(out_old.astype(jnp.float32), out_new.astype(jnp.float32), rtol=0, atol=0)
