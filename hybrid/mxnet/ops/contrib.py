@@ -145,7 +145,7 @@ def boolean_mask(ins: list, a: Attrs, ctx: OpContext) -> list:
 @register("_contrib_allclose", inputs=("a", "b"))
 def allclose(ins: list, a: Attrs, ctx: OpContext) -> list:
     close = jnp.all(jnp.abs(ins[0] - ins[1]) <= a.float("atol", 1e-8) + a.float("rtol", 1e-5) * jnp.abs(ins[1]))
-    return [close.astype(jnp.float32).reshape(1)]
+    return [close.astype(jnp.float32)]
 
 
 # -- GluonNLP's interleaved attention products --------------------------------------------------------

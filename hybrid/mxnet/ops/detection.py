@@ -282,8 +282,9 @@ def _per_image(data, rows_weight, cols_weight, batch):
 def roi_align(ins: list, a: Attrs, ctx: OpContext) -> list:
     """ROIAlign of NCHW ``data`` over ``rois`` (R, 5): each output bin averages bilinear samples on a
     ``sample_ratio`` grid (adaptive ``ceil(roi_size / pooled)`` when <= 0: exact on concrete rois; inside
-    hybridize/jit the grid is bounded by ``ceil(feature size / pooled)``). Rois with a negative batch index
-    give zeros. ``position_sensitive`` reads channel ``(c * ph + i) * pw + j`` for bin (i, j)."""
+    hybridize/jit the grid is bounded by ``ceil(feature size / pooled) + 1``). Rois with a negative batch
+    index give zeros (MXNet 1.9.1 instead writes one 0 at flat position r of the whole output and leaves
+    that roi's own outputs unwritten). ``position_sensitive`` reads channel ``(c * ph + i) * pw + j`` for bin (i, j)."""
     data, rois = ins[0], lax.stop_gradient(ins[1])
     _check_rois(a, data, rois)
     ph, pw = _pooled_size(a)

@@ -21,13 +21,19 @@ def _round_half_away(x):
     return jnp.where(x >= 0, jnp.floor(x + 0.5), jnp.ceil(x - 0.5))
 
 
+def _rint(x):
+    """MXNet's rint: the floor when the fraction is at most 0.5, else the ceiling (1.5 -> 1, -2.5 -> -3)."""
+    low = jnp.floor(x)
+    return jnp.where(x - low <= 0.5, low, jnp.ceil(x))
+
+
 def _as_dtype_of(fn: Callable) -> Callable:
     """A comparison or logical function returning 0/1 in its first input's dtype."""
     return lambda x, y: fn(x, y).astype(x.dtype)
 
 
 _UNARY: dict[tuple[str, ...], Callable] = {
-    ("abs",): jnp.abs, ("sign",): jnp.sign, ("round",): _round_half_away, ("rint",): jnp.rint,
+    ("abs",): jnp.abs, ("sign",): jnp.sign, ("round",): _round_half_away, ("rint",): _rint,
     ("ceil",): jnp.ceil, ("floor",): jnp.floor, ("trunc", "fix"): jnp.trunc,
     ("sqrt",): jnp.sqrt, ("rsqrt",): lax.rsqrt, ("cbrt",): jnp.cbrt, ("rcbrt",): lambda x: 1 / jnp.cbrt(x),
     ("square",): jnp.square, ("exp",): jnp.exp, ("expm1",): jnp.expm1, ("log",): jnp.log, ("log10",): jnp.log10,

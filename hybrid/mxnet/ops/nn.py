@@ -189,11 +189,12 @@ def _missing(a: Attrs, key: str):
     raise a.fail(f"missing attribute {key!r}")
 
 
-@register("LeakyReLU", inputs=("data", "gamma?"), needs_ctx=True)
+@register("LeakyReLU", inputs=("data", "gamma?"), needs_ctx=True,
+          num_outputs=lambda a: 2 if a.str("act_type", "leaky") == "rrelu" else 1)
 def leaky_relu(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``leaky``/``elu`` with ``slope``, ``prelu`` with the learned ``gamma`` (one value or one per channel
     on axis 1), ``selu``, ``gelu`` (erf form), ``rrelu`` (inference: the mean of its slope range;
-    training: a random slope per element)."""
+    training: a random slope per element; rrelu also returns those slopes, as MXNet does)."""
     kind = a.str("act_type", "leaky", ("leaky", "prelu", "elu", "selu", "gelu", "rrelu"))
     x = ins[0]
     if kind in ("gelu", "selu"):
@@ -206,12 +207,12 @@ def leaky_relu(ins: list, a: Attrs, ctx: OpContext) -> list:
             raise a.fail(f"prelu gamma of shape {tuple(gamma.shape)} must hold 1 value or one per channel "
                          f"({x.shape[1] if x.ndim > 1 else 1})")
         return [layer_ops.leaky_relu(x, gamma, act_type="prelu")]
-    if kind == "rrelu":
+    if kind == "rrelu":  # two outputs, as in MXNet: the result and the slopes drawn (zeros in inference)
         lower, upper = a.float("lower_bound", 0.125), a.float("upper_bound", 0.334)
         if ctx.training:
             slope = jax.random.uniform(_random.next_key(), x.shape, x.dtype, lower, upper)
-            return [jnp.where(x > 0, x, slope * x)]
-        return [layer_ops.leaky_relu(x, act_type="leaky", slope=(lower + upper) / 2)]
+            return [jnp.where(x > 0, x, slope * x), slope]
+        return [layer_ops.leaky_relu(x, act_type="leaky", slope=(lower + upper) / 2), jnp.zeros_like(x)]
     return [layer_ops.leaky_relu(x, act_type=kind, slope=a.float("slope", 0.25))]
 
 

@@ -139,12 +139,12 @@ def topk(ins: list, a: Attrs, ctx: OpContext) -> list:
 @register("dot", inputs=("lhs", "rhs"), attr_order=("transpose_a", "transpose_b"))
 def dot(ins: list, a: Attrs, ctx: OpContext) -> list:
     """The last axis of ``lhs`` (its first with ``transpose_a``) times the first axis of ``rhs`` (its last
-    with ``transpose_b``); transposed inputs keep their other axes reversed as MXNet does."""
+    with ``transpose_b``); the other axes keep their order: shape ``lhs_rest + rhs_rest``."""
     x, y = ins[0], ins[1]
     if a.bool("transpose_a", False):
-        x = jnp.transpose(x)
+        x = jnp.moveaxis(x, 0, -1)
     if a.bool("transpose_b", False):
-        y = jnp.transpose(y)
+        y = jnp.moveaxis(y, -1, 0)
     if x.shape[-1] != y.shape[0]:
         raise a.fail(f"cannot multiply lhs {tuple(x.shape)} by rhs {tuple(y.shape)} (after transposes)")
     return [_at_least_1d(jnp.tensordot(x, y, axes=1))]
@@ -199,7 +199,7 @@ def inverse(ins: list, a: Attrs, ctx: OpContext) -> list:
 
 @register("_linalg_det", "linalg_det", inputs=("A",))
 def det(ins: list, a: Attrs, ctx: OpContext) -> list:
-    return [jnp.linalg.det(ins[0])]
+    return [_at_least_1d(jnp.linalg.det(ins[0]))]
 
 
 @register("_linalg_potrf", "linalg_potrf", inputs=("A",))
@@ -210,7 +210,7 @@ def potrf(ins: list, a: Attrs, ctx: OpContext) -> list:
 
 @register("_linalg_sumlogdiag", "linalg_sumlogdiag", inputs=("A",))
 def sumlogdiag(ins: list, a: Attrs, ctx: OpContext) -> list:
-    return [jnp.sum(jnp.log(jnp.diagonal(ins[0], axis1=-2, axis2=-1)), axis=-1)]
+    return [_at_least_1d(jnp.sum(jnp.log(jnp.diagonal(ins[0], axis1=-2, axis2=-1)), axis=-1))]
 
 
 @register("_linalg_extractdiag", "linalg_extractdiag", inputs=("A",))

@@ -200,23 +200,36 @@ def split(ins: list, a: Attrs, ctx: OpContext) -> list:
     return list(outs)
 
 
-def _split_v2_count(a: Attrs) -> int:
+def _split_v2_parts(a: Attrs) -> tuple[int, tuple[int, ...]]:
+    """(sections, split points): ``split_v2``'s ``indices_or_sections`` or the symbol's ``sections`` /
+    ``indices`` (whose first entry is 0)."""
+    if a.has("indices_or_sections"):
+        value = a.tuple("indices_or_sections")
+        if isinstance(a.raw["indices_or_sections"], (int, np.integer)) or (
+                isinstance(a.raw["indices_or_sections"], str) and "(" not in a.raw["indices_or_sections"]
+                and "[" not in a.raw["indices_or_sections"]):
+            return value[0], ()
+        return 0, value
     sections = a.int("sections", 0)
-    return sections if sections > 0 else len(a.tuple("indices"))
+    indices = a.tuple("indices", ())
+    return sections, indices[1:] if indices[:1] == (0,) else indices
 
 
-@register("_split_v2", num_outputs=_split_v2_count)
+def _split_v2_count(a: Attrs) -> int:
+    sections, points = _split_v2_parts(a)
+    return sections if sections > 0 else len(points) + 1
+
+
+@register("_split_v2", "split_v2", num_outputs=_split_v2_count, attr_order=("indices_or_sections", "axis",
+                                                                             "squeeze_axis"))
 def split_v2(ins: list, a: Attrs, ctx: OpContext) -> list:
-    """``split_v2``: ``sections`` equal parts, or parts starting at ``indices`` (which begin with 0)."""
+    """``split_v2``: ``sections`` equal parts, or parts starting at the split points."""
     x = ins[0]
     axis = _axis(a, x.ndim, "axis", 0)
-    sections = a.int("sections", 0)
-    if sections > 0:
-        outs = jnp.split(x, sections, axis=axis)
-    else:
-        indices = [i for i in a.tuple("indices") if i != 0] if a.tuple("indices")[:1] == (0,) else \
-            list(a.tuple("indices"))
-        outs = jnp.split(x, indices, axis=axis)
+    sections, points = _split_v2_parts(a)
+    if sections > 0 and x.shape[axis] % sections:
+        raise a.fail(f"{sections} sections do not divide axis {axis} of shape {tuple(x.shape)}")
+    outs = jnp.split(x, sections if sections > 0 else list(points), axis=axis)
     if a.bool("squeeze_axis", False):
         outs = [jnp.squeeze(o, axis) for o in outs]
     return list(outs)
