@@ -27,9 +27,8 @@ CASES_BY_ID = {c['id']: c for c in CASES}
 
 # Cases rerun under jax.jit: hybridized blocks call the same F while tracing.
 JIT_CASES = ['reshape_minus4', 'split_squeeze', 'Convolution_stride_pad', 'Pooling_avg_exclude_pad',
-             'topk_both', 'softmax_length', 'box_nms_id_index', 'BatchNorm_global_stats',
-             'ROIAlign_basic',
-             'take_wrap', 'slice_neg_step', 'Pad_constant']
+             'topk_both', 'softmax_length', 'box_nms_id_index', 'BatchNorm_global_stats', 'ROIAlign_basic',
+             'take_wrap', 'slice_neg_step', 'Pad_constant', 'SequenceMask_length', 'arange_like_axis']
 
 
 @functools.lru_cache(maxsize=1)
