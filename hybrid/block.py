@@ -414,6 +414,9 @@ class Block(Watched, metaclass=_BlockMeta):
             existing = self._reg_params.get(name)
         if existing is not None:
             reuse(existing)
+            if not any(p is existing for p in self._reg_params.values()):  # unregistered by `attr = None`
+                self._reg_params[name] = existing
+                self._changed()
             return existing
         param = make(self.prefix + name)
         param._gluon1_name = name
@@ -653,15 +656,23 @@ class Block(Watched, metaclass=_BlockMeta):
             try:
                 return self.forward(*args, **kwargs)
             except DeferredInitializationError:
-                deferred = [p for p in self._reg_params.values() if p._deferred is not None and p._data is None]
-                if not deferred:
+                if not self._init_deferred(args, kwargs):
                     raise
-                if frame is not None:
-                    frame.deferred_init(self)
-                self.infer_shape(*args, **kwargs)
-                for param in deferred:
-                    param._finish_deferred_init()
                 return self.forward(*args, **kwargs)
+
+    def _init_deferred(self, args: tuple, kwargs: dict) -> bool:
+        """Initialise this block's parameters whose shapes waited for inputs like ``args``/``kwargs``
+        (:meth:`infer_shape`); False when it has none."""
+        deferred = [p for p in self._reg_params.values() if p._deferred is not None and p._data is None]
+        if not deferred:
+            return False
+        frame = _context.current().frame
+        if frame is not None:
+            frame.deferred_init(self)
+        self.infer_shape(*args, **kwargs)
+        for param in deferred:
+            param._finish_deferred_init()
+        return True
 
     def _located_error(self, exc: Exception, is_root: bool) -> Exception:
         frame = _context.current().frame
@@ -859,7 +870,12 @@ class HybridBlock(Block):
             raise NotImplementedError(f"{type(self).__name__} must implement forward(self, x, ...) "
                                       "(or Gluon 1.x's hybrid_forward(self, F, x, ...))")
         F = _gluon1._F or _gluon1.operators()
-        params = {name: param.data() for name, param in self._reg_params.items()}
+        try:
+            params = {name: param.data() for name, param in self._reg_params.items()}
+        except DeferredInitializationError:  # shapes inferred from the inputs hybrid_forward gets
+            if not self._init_deferred(args, kwargs):
+                raise
+            params = {name: param.data() for name, param in self._reg_params.items()}
         if _context.current().training:
             states = {id(params[name]): p for name, p in self._reg_params.items() if not p._differentiable}
             if states:
