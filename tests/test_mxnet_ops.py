@@ -3,6 +3,7 @@ MXNet's strings, errors, multi-output nodes in the symbol importer, use under ji
 Values are checked against NumPy or against MXNet 1.9.1's printed results (tests/test_mxnet_ops_reference.py
 holds the bulk of MXNet-made cases)."""
 import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +19,9 @@ from conftest import assert_close
 from helpers import mx_params, node
 
 RNG = np.random.default_rng(0)
+VARIANTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "mxnet_ops_variants")
+with open(os.path.join(VARIANTS, "cases.json")) as _fh:
+    VARIANT_CASES = json.load(_fh)
 
 
 def rand(*shape):
@@ -354,3 +358,26 @@ def test_box_nms_converts_formats_of_a_two_dimensional_input():
     assert_close(out, [[-1, 0.95, 0, 0, 0.5, 0.5], [0, 0.9, 0, 0, 1, 1]])
     out = F.contrib.box_nms(rows, in_format="corner", out_format="center", overlap_thresh=0.9)
     assert_close(out, [[-1, 0.95, 0.375, 0.375, 0.25, 0.25], [0, 0.9, 0.75, 0.75, 0.5, 0.5]])
+
+
+# -- attribute variants computed by MXNet 1.9.1 (fixtures/mxnet_ops_variants/make_fixtures.py) --------------
+@pytest.fixture(scope="module")
+def variant_arrays():
+    with np.load(os.path.join(VARIANTS, "arrays.npz")) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+@pytest.mark.parametrize("case", VARIANT_CASES, ids=[c["id"] for c in VARIANT_CASES])
+def test_attribute_variants_match_mxnet_under_jit(case, variant_arrays):
+    fn = F
+    for part in case["op"].split("."):
+        fn = getattr(fn, part)
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in case["kwargs"].items()}
+    # one compiled program per case: cheaper than compiling each primitive of an eager call
+    out = jax.jit(lambda *xs: fn(*xs, **kwargs))(*[variant_arrays[name] for name in case["args"]])
+    outs = out if isinstance(out, list) else [out]
+    assert len(outs) == len(case["outputs"])
+    for got, name in zip(outs, case["outputs"]):
+        expected = variant_arrays[name]
+        assert np.asarray(got).shape == expected.shape
+        assert_close(got, expected, 1e-4, 1e-5)
