@@ -193,6 +193,7 @@ def _resolve(op: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         known = [v for v in operands if v is not None and not isinstance(v, Unknown) and hasattr(v, "shape")]
         if not known:
             return args, kwargs
+
         def fill(v: Any) -> Any:
             return v.resolve(tuple(known[0].shape), op) if isinstance(v, Unknown) else v
         return tuple(fill(a) for a in args), {k: fill(v) for k, v in kwargs.items()}
@@ -206,7 +207,7 @@ def _resolve(op: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     shapes = rule(tuple(data.shape), attrs)
     resolved = {name: v.resolve(shapes[name], op) for name, v in bound.items()
                 if isinstance(v, Unknown) and name in shapes}
-    args = tuple(resolved.get(name, a) for name, a in zip(names, args))
+    args = tuple(resolved.get(name, a) for name, a in zip(names, args)) + tuple(args[len(names):])
     return args, {k: resolved.get(k, v) for k, v in kwargs.items()}
 
 

@@ -510,3 +510,20 @@ def test_get_after_the_attribute_was_cleared_registers_again():
     block.bias = None
     assert list(block.collect_params()) == ["weight"]
     assert block.params.get("bias") is bias and list(block.collect_params()) == ["weight", "bias"]
+
+
+def test_deferred_shapes_through_keyword_inputs_and_elementwise_operands():
+    class Keywords(hybrid.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.weight = self.params.get("weight", shape=(4, 0), allow_deferred_init=True)
+            self.shift = self.params.get("shift", shape=(0, 0), init=init.One(), allow_deferred_init=True)
+
+        def hybrid_forward(self, F, x, weight, shift):
+            y = F.FullyConnected(data=x, weight=weight, no_bias=True, num_hidden=4)
+            return F.elemwise_add(y, shift)
+
+    net = Keywords()
+    net.initialize()
+    assert net(jnp.ones((2, 3))).shape == (2, 4)
+    assert net.weight.shape == (4, 3) and net.shift.shape == (2, 4)
