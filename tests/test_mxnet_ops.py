@@ -136,6 +136,14 @@ def test_full_reductions_give_shape_one_as_mxnet():
     assert_close(F.norm(x), [np.sqrt((x ** 2).sum())], 1e-5, 1e-5)
 
 
+def test_integer_division_truncates_as_mxnet():
+    """MXNet 1.9.1: broadcast_div([7, -7, 9], [2]) = [3, -3, 4] on int32; _rdiv_scalar([2, -3], 7) = [3, -2]
+    (CenterNet's decoder divides flat indices this way)."""
+    assert np.asarray(F.broadcast_div(np.array([7, -7, 9], np.int32), np.array([2], np.int32))).tolist() == [3, -3, 4]
+    assert np.asarray(F._rdiv_scalar(np.array([2, -3], np.int32), scalar=7)).tolist() == [3, -2]
+    assert_close(F.elemwise_div(np.ones(2, np.float32), np.array([2, 4], np.float32)), [0.5, 0.25])
+
+
 def test_pooling_full_convention_keeps_windows_in_the_padding_as_mxnet():
     """MXNet 1.9.1: Pooling(arange(25).reshape(1,1,5,5), kernel=2, stride=2, pad=1, 'full') is 4x4; windows
     wholly in the padding give the lowest float32 (max) and 0 (avg)."""

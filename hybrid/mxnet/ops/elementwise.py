@@ -27,6 +27,14 @@ def _rint(x):
     return jnp.where(x - low <= 0.5, low, jnp.ceil(x))
 
 
+def _divide(x, y):
+    """MXNet's division: integer inputs divide with truncation, as C does (7 / 2 = 3, -7 / 2 = -3)."""
+    dtype = jnp.result_type(x, y)
+    if jnp.issubdtype(dtype, jnp.integer):
+        return lax.div(*jnp.broadcast_arrays(jnp.asarray(x, dtype), jnp.asarray(y, dtype)))
+    return jnp.divide(x, y)
+
+
 def _as_dtype_of(fn: Callable) -> Callable:
     """A comparison or logical function returning 0/1 in its first input's dtype."""
     return lambda x, y: fn(x, y).astype(x.dtype)
@@ -79,7 +87,7 @@ _BINARY: dict[tuple[str, ...], Callable] = {
     ("elemwise_add", "_plus", "_Plus", "_add", "broadcast_add", "broadcast_plus", "_grad_add"): jnp.add,
     ("elemwise_sub", "_minus", "_Minus", "_sub", "broadcast_sub", "broadcast_minus"): jnp.subtract,
     ("elemwise_mul", "_mul", "_Mul", "broadcast_mul"): jnp.multiply,
-    ("elemwise_div", "_div", "_Div", "broadcast_div"): jnp.divide,
+    ("elemwise_div", "_div", "_Div", "broadcast_div"): _divide,
     ("_mod", "_Mod", "broadcast_mod"): jnp.mod,
     ("_maximum", "_Maximum", "broadcast_maximum", "maximum"): jnp.maximum,
     ("_minimum", "_Minimum", "broadcast_minimum", "minimum"): jnp.minimum,
@@ -114,7 +122,7 @@ for _names, _fn in _BINARY.items():
 _SCALAR: dict[tuple[str, ...], Callable] = {
     ("_plus_scalar", "_PlusScalar"): jnp.add, ("_minus_scalar", "_MinusScalar"): jnp.subtract,
     ("_rminus_scalar", "_RMinusScalar"): lambda x, s: s - x, ("_mul_scalar", "_MulScalar"): jnp.multiply,
-    ("_div_scalar", "_DivScalar"): jnp.divide, ("_rdiv_scalar", "_RDivScalar"): lambda x, s: s / x,
+    ("_div_scalar", "_DivScalar"): _divide, ("_rdiv_scalar", "_RDivScalar"): lambda x, s: _divide(s, x),
     ("_mod_scalar", "_ModScalar"): jnp.mod, ("_rmod_scalar", "_RModScalar"): lambda x, s: jnp.mod(s, x),
     ("_power_scalar", "_PowerScalar"): jnp.power, ("_rpower_scalar", "_RPowerScalar"): lambda x, s: jnp.power(s, x),
     ("_maximum_scalar", "_MaximumScalar"): jnp.maximum, ("_minimum_scalar", "_MinimumScalar"): jnp.minimum,
