@@ -226,6 +226,10 @@ def test_symbols_are_not_composed():
     with pytest.raises(NotImplementedError, match="HybridBlock"):
         data + 1
     np.testing.assert_array_equal(sym.relu(jnp.array([-1.0, 1.0])), [0.0, 1.0])   # arrays compute
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    with pytest.raises(NotImplementedError, match="Symbol 'data'"):
+        net(data)                                  # MXNet would return a Symbol
 
 
 # -- the import alias ------------------------------------------------------------------------------------

@@ -88,6 +88,12 @@ class Symbol:
     def get_internals(self) -> Any:
         raise NotImplementedError(_COMPOSE)
 
+    @property
+    def shape(self) -> Any:  # a block called with a Symbol reads it first
+        raise NotImplementedError(f"a block was called with the Symbol {self.name!r}: {_COMPOSE}")
+
+    ndim = dtype = shape
+
 
 _COMPOSE = ("hybrid does not compose graphs from mx.sym Symbols: write the network as a HybridBlock (its "
             "hybrid_forward gets F, which works eagerly and hybridized), or load an MXNet graph with "
