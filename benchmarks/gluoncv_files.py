@@ -185,7 +185,8 @@ def export_one(name: str) -> dict:
     kwargs = NETWORKS[name][2]
     net = model_zoo.get_model(name, pretrained=False, **kwargs)
     net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2))
-    calibration = mx.nd.array(rng.standard_normal((4,) + shape[1:]).astype(np.float32))
+    batch = 1 if "rcnn" in name else 4  # Faster R-CNN's proposal shapes are fixed per image
+    calibration = mx.nd.array(rng.standard_normal((batch,) + shape[1:]).astype(np.float32))
     net(calibration)
     layers = _calibrate_batchnorm(net, [calibration], rng)
     x = rng.standard_normal(shape).astype(np.float32)
