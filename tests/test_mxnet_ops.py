@@ -297,6 +297,23 @@ def test_random_operators_draw_from_hybrids_stream():
     assert float(np.abs(np.asarray(a)).max()) <= 1.0
 
 
+def test_control_flow_runs_eagerly_and_under_jit_as_mxnet():
+    """MXNet 1.9.1's while_loop doc example gives steps [1, 2, 4, 7, 11, 16] (then undefined rows up to
+    max_iterations) and final states [6], [16]; foreach of a running sum over [[0, 1], [2, 3], [4, 5]]."""
+    def loop(a, b):
+        return F.contrib.while_loop(lambda i, s: i <= 5, lambda i, s: ([i + s], [i + 1, s + i]), (a, b),
+                                    max_iterations=10)
+    for run in (loop, jax.jit(loop)):
+        (steps,), (i, s) = run(np.array([0.0], np.float32), np.array([1.0], np.float32))
+        assert_close(steps.ravel(), [1, 2, 4, 7, 11, 16, 0, 0, 0, 0])
+        assert_close(i, [6]) and assert_close(s, [16])
+    out, state = F.contrib.foreach(lambda x, s: (x + s, x + s), np.arange(6.0).reshape(3, 2), np.zeros(2))
+    assert_close(out, [[0, 1], [2, 4], [6, 9]])
+    assert_close(state, [6, 9])
+    pick = jax.jit(lambda p: F.contrib.cond(p, lambda: jnp.ones(2), lambda: jnp.zeros(2)))
+    assert_close(pick(np.array([0])), [0, 0]) and assert_close(pick(np.array([3])), [1, 1])
+
+
 # -- the importer ----------------------------------------------------------------------------------------------
 def write(tmp_path, nodes, heads, params=None):
     sym, prm = tmp_path / "m-symbol.json", tmp_path / "m-0000.params"
