@@ -135,6 +135,8 @@ def test_contexts():
     with pytest.raises(ValueError, match="device_type"):
         mx.context.Context("tpu")
     assert nd.zeros((2,), ctx=mx.cpu()).shape == (2,)
+    parts = gluon.utils.split_and_load(np.arange(8.0).reshape(4, 2), [mx.cpu()])
+    assert len(parts) == 1 and parts[0].devices() == {jax.devices("cpu")[0]}
 
 
 def test_mxnet_error_catches_hybrids_errors():

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from .. import array_methods as _array_methods
-from ... import data, utils  # noqa: F401
+from ... import data  # noqa: F401
 from ...parameter import Constant, Parameter, ParameterDict
 from ...trainer import Trainer
-from . import block, contrib, loss, model_zoo, nn, parameter, rnn  # noqa: F401
+from . import block, contrib, loss, model_zoo, nn, parameter, rnn, utils  # noqa: F401
 from .block import Block, HybridBlock, SymbolBlock
 
 __all__ = ["Block", "HybridBlock", "SymbolBlock", "Parameter", "Constant", "ParameterDict", "Trainer", "nn", "rnn",
