@@ -199,17 +199,18 @@ class Attrs:
             raise self._bad(key, value, "a tuple of numbers") from None
 
     def dtype(self, key: str = "dtype", default: str | None = "float32") -> np.dtype | None:
-        """A NumPy dtype from a name (``'float32'``) or a dtype-like Python value."""
+        """A dtype from a name (``'float32'``) or a dtype-like Python value, as JAX holds it: 64-bit types
+        become 32-bit ones unless JAX's 64-bit mode is on."""
+        from jax import dtypes
         value = self._get(key)
         if value is None:
-            return None if default is None else np.dtype(default)
+            return None if default is None else dtypes.canonicalize_dtype(np.dtype(default))
         if isinstance(value, str):
             if value not in _DTYPES:
                 raise self.fail(f"attribute {key}={value!r:.40} is not a supported dtype; supported: {sorted(_DTYPES)}")
-            import jax.numpy as jnp
-            return np.dtype(jnp.bfloat16) if value == "bfloat16" else np.dtype(value)
+            return np.dtype(dtypes.bfloat16) if value == "bfloat16" else dtypes.canonicalize_dtype(np.dtype(value))
         try:
-            return np.dtype(value)
+            return dtypes.canonicalize_dtype(np.dtype(value))
         except TypeError:
             raise self._bad(key, value, "a dtype") from None
 

@@ -59,7 +59,6 @@ _UNARY: dict[tuple[str, ...], Callable] = {
     ("logical_not",): lambda x: jnp.logical_not(x).astype(x.dtype),
     ("identity", "_copy", "_identity_with_attr_like_rhs", "make_loss", "MakeLoss", "_np_copy"): lambda x: x,
     ("BlockGrad", "stop_gradient"): lax.stop_gradient,
-    ("zeros_like",): jnp.zeros_like, ("ones_like",): jnp.ones_like,
 }
 
 
@@ -69,6 +68,16 @@ def _unary(fn: Callable) -> Callable:
 
 for _names, _fn in _UNARY.items():
     register(*_names)(_unary(_fn))
+
+
+@register("zeros_like", attr_order=("dtype",))
+def zeros_like(ins: list, a: Attrs, ctx: OpContext) -> list:
+    return [jnp.zeros_like(ins[0], dtype=a.dtype("dtype", None))]
+
+
+@register("ones_like", attr_order=("dtype",))
+def ones_like(ins: list, a: Attrs, ctx: OpContext) -> list:
+    return [jnp.ones_like(ins[0], dtype=a.dtype("dtype", None))]
 
 
 @register("hard_sigmoid")

@@ -5,6 +5,7 @@ import traces to the same graph nodes as hybrid's native layers.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -220,12 +221,16 @@ def leaky_relu(ins: list, a: Attrs, ctx: OpContext) -> list:
                                  "stride", "pad"))
 def pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
-    pool_type = a.str("pool_type", "max", ("max", "avg", "sum"))
+    pool_type = a.str("pool_type", "max", ("max", "avg", "sum", "lp"))
     n = x.ndim - 2
     if not 1 <= n <= 3:
         raise a.fail(f"pooling needs a 3-D to 5-D input, got shape {tuple(x.shape)}")
     layout = _layout(a, n)
     if a.bool("global_pool", False):
+        if pool_type == "lp":
+            power = a.int("p_value", 2)
+            total = jnp.sum(x ** power, axis=tuple(i for i, c in enumerate(layout) if c not in "NC"), keepdims=True)
+            return [total if power == 1 else jnp.sqrt(total) if power == 2 else jnp.cbrt(total)]
         y = layer_ops.global_pooling(x, pool_type="max" if pool_type == "max" else "avg", layout=layout)
         if pool_type == "sum":
             y = y * math.prod(x.shape[i] for i, c in enumerate(layout) if c not in "NC")
@@ -239,6 +244,15 @@ def pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
     if any(s + 2 * p < k for s, p, k in zip(sizes, pad, kernel)):
         raise a.fail(f"kernel {kernel} is larger than the padded input {tuple(sizes)} (pad {pad})")
     include_pad = a.bool("count_include_pad", True)
+    if pool_type == "lp":  # (sum of x^p over the window) ^ (1/p), as MXNet computes it (no absolute value)
+        power = a.int("p_value", 2)
+        if power not in (1, 2, 3):
+            raise a.fail(f"p_value={power} is not supported (1, 2 or 3)")
+        total = _pool_full_windows(x ** power, "sum", kernel, stride, pad, True, layout) \
+            if convention == "full" else layer_ops.pooling(
+                x ** power, pool_type="avg", kernel=kernel, strides=stride, padding=pad,
+                count_include_pad=True, layout=layout) * math.prod(kernel)
+        return [total if power == 1 else jnp.sqrt(total) if power == 2 else jnp.cbrt(total)]
     if convention == "full" and any(_full_size(*v) != _ceil_size(*v) for v in zip(sizes, kernel, stride, pad)):
         return [_pool_full_windows(x, pool_type, kernel, stride, pad, include_pad, layout)]
     y = layer_ops.pooling(x, pool_type="max" if pool_type == "max" else "avg", kernel=kernel, strides=stride,
@@ -485,3 +499,59 @@ register("LinearRegressionOutput", inputs=("data", "label?"), labels=1)(_loss_ou
 register("MAERegressionOutput", inputs=("data", "label?"), labels=1)(_loss_output(lambda x: x))
 register("LogisticRegressionOutput", inputs=("data", "label?"), labels=1)(_loss_output(jax.nn.sigmoid))
 register("IdentityAttachKLSparseReg")(_loss_output(lambda x: x))
+
+
+@register("CTCLoss", "ctc_loss", "_contrib_CTCLoss", "_contrib_ctc_loss",
+          inputs=("data", "label", "data_lengths?", "label_lengths?"))
+def ctc_loss(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """Connectionist temporal classification loss of activations ``data`` (T, N, alphabet) (softmax taken
+    inside) against padded ``label`` (N, L): shape (N,). The blank is channel 0 (``blank_label='first'``,
+    labels padded with 0) or the last channel ('last', padded with -1); ``use_data_lengths`` /
+    ``use_label_lengths`` read the lengths from the optional inputs instead."""
+    data, label, data_len, label_len = ins[:4]
+    if data.ndim != 3 or label.ndim != 2 or label.shape[0] != data.shape[1]:
+        raise a.fail(f"data must be (T, N, alphabet) and label (N, L), got {tuple(data.shape)} and "
+                     f"{tuple(label.shape)}")
+    first = a.str("blank_label", "first", ("first", "last")) == "first"
+    label = label.astype(jnp.int32)
+    if a.bool("use_label_lengths", False):
+        if label_len is None:
+            raise a.fail("use_label_lengths=True needs the input 'label_lengths'")
+        lengths = label_len.astype(jnp.int32)
+    else:
+        padding = label == (0 if first else -1)
+        lengths = jnp.where(jnp.any(padding, 1), jnp.argmax(padding, 1), label.shape[1]).astype(jnp.int32)
+    if a.bool("use_data_lengths", False):
+        if data_len is None:
+            raise a.fail("use_data_lengths=True needs the input 'data_lengths'")
+        steps = data_len.astype(jnp.int32)
+    else:
+        steps = jnp.full(data.shape[1], data.shape[0], jnp.int32)
+    return [_ctc(data, label, lengths, steps, first)]
+
+
+@functools.partial(jax.jit, static_argnums=(4,))
+def _ctc(data, label, lengths, steps, blank_first: bool):
+    t_max, batch, alphabet = data.shape
+    blank = 0 if blank_first else alphabet - 1
+    logp = jax.nn.log_softmax(data.astype(jnp.promote_types(data.dtype, jnp.float32)), axis=-1)
+    s_max = 2 * label.shape[1] + 1
+    ext = jnp.full((batch, s_max), blank, jnp.int32).at[:, 1::2].set(jnp.clip(label, 0, alphabet - 1))
+    # a label may be reached from two places back unless it repeats the label before it
+    skip = (ext != blank) & (ext != jnp.pad(ext, ((0, 0), (2, 0)), constant_values=-1)[:, :s_max])
+    neg = jnp.asarray(-1e30, logp.dtype)  # finite: logaddexp of two -inf has a NaN gradient
+    rows = jnp.arange(batch)[:, None]
+    emit0 = logp[0][rows, ext]
+    alpha = jnp.where(jnp.arange(s_max) < 2, emit0, neg)
+
+    def step(alpha, t):
+        prev1 = jnp.pad(alpha, ((0, 0), (1, 0)), constant_values=-1e30)[:, :s_max]
+        prev2 = jnp.where(skip, jnp.pad(alpha, ((0, 0), (2, 0)), constant_values=-1e30)[:, :s_max], neg)
+        new = jnp.logaddexp(jnp.logaddexp(alpha, prev1), prev2) + logp[t][rows, ext]
+        return jnp.where((t < steps)[:, None], new, alpha), None
+
+    alpha, _ = lax.scan(step, alpha, jnp.arange(1, t_max))
+    end = 2 * lengths
+    last = jnp.take_along_axis(alpha, end[:, None], 1)[:, 0]
+    before = jnp.where(lengths > 0, jnp.take_along_axis(alpha, jnp.maximum(end - 1, 0)[:, None], 1)[:, 0], neg)
+    return (-jnp.logaddexp(last, before)).astype(data.dtype)
