@@ -43,6 +43,9 @@ def test_attributes_may_follow_inputs_positionally_as_in_mxnets_generated_functi
     assert_close(F.slice_axis(x, 1, 1, 4), x[:, 1:4])
     assert_close(F.reshape(x, (0, -1)), x.reshape(2, 15))
     assert F.zeros((2, 3)).shape == (2, 3)
+    # MXNet 1.9.1's order: bipartite_matching(data, is_ascend, threshold, topk)
+    rows, cols = F.contrib.bipartite_matching(np.array([[0.9, 0.1], [0.8, 0.7]], np.float32), False, 0.5)
+    assert np.asarray(rows).tolist() == [0, 1] and np.asarray(cols).tolist() == [0, 1]
     with pytest.raises(TypeError, match=r"F.slice_axis\(\) takes 1 input.*3 positional attribute"):
         F.slice_axis(x, 1, 1, 4, 5)
 

@@ -6,12 +6,13 @@ calls work on concrete arrays and under tracing) and as the MXNet symbol importe
 """
 from __future__ import annotations
 
-from . import contrib, detection, elementwise, index, nn, random, reduce, tensor  # noqa: F401  (registration)
+from . import contrib, detection, elementwise, index, nn, random, reduce, signatures, tensor  # noqa: F401
 from ._namespace import F, Namespace
 from .control_flow import attach as _attach_control_flow
 from ._registry import OPERATORS, Attrs, Op, OpContext, UnsupportedOperatorError, call_op, get_op, register
 from .tensor import mxnet_reshape
 
+signatures.apply(OPERATORS)
 _attach_control_flow(F.contrib)
 
 __all__ = ["F", "Attrs", "OpContext", "Op", "OPERATORS", "get_op", "call_op", "register", "Namespace",

@@ -57,7 +57,7 @@ _UNARY: dict[tuple[str, ...], Callable] = {
     ("softsign",): functools.partial(layer_ops.activation, act_type="softsign"),
     ("log_sigmoid",): jax.nn.log_sigmoid, ("mish",): lambda x: x * jnp.tanh(jax.nn.softplus(x)),
     ("logical_not",): lambda x: jnp.logical_not(x).astype(x.dtype),
-    ("identity", "_copy", "_identity_with_attr_like_rhs", "make_loss", "MakeLoss", "_np_copy"): lambda x: x,
+    ("identity", "_copy", "make_loss", "MakeLoss", "_np_copy"): lambda x: x,
     ("BlockGrad", "stop_gradient"): lax.stop_gradient,
 }
 
@@ -100,7 +100,7 @@ _BINARY: dict[tuple[str, ...], Callable] = {
     ("_mod", "_Mod", "broadcast_mod"): jnp.mod,
     ("_maximum", "_Maximum", "broadcast_maximum", "maximum"): jnp.maximum,
     ("_minimum", "_Minimum", "broadcast_minimum", "minimum"): jnp.minimum,
-    ("_power", "_Power", "broadcast_power", "power"): jnp.power,
+    ("_power", "_Power", "broadcast_power"): jnp.power,
     ("_hypot", "broadcast_hypot"): jnp.hypot,
     ("arctan2", "_arctan2"): jnp.arctan2,
     ("_equal", "broadcast_equal", "equal"): _as_dtype_of(jnp.equal),
@@ -157,6 +157,17 @@ def _scalar(fn: Callable) -> Callable:
 
 for _names, _fn in _SCALAR.items():
     register(*_names, attr_order=("scalar",))(_scalar(_fn))
+
+
+@register("power", inputs=("base", "exp"))
+def power(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """``base ** exp``, broadcasting (MXNet's ``nd.power`` names its inputs so)."""
+    return [jnp.power(ins[0], ins[1])]
+
+
+@register("_identity_with_attr_like_rhs", inputs=("lhs", "rhs"))
+def identity_like_rhs(ins: list, a: Attrs, ctx: OpContext) -> list:
+    return [ins[0]]
 
 
 @register("add_n", "ElementWiseSum", "_add_n", variadic=True)

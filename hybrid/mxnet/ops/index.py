@@ -77,7 +77,7 @@ def scatter_nd(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [out.at[tuple(index[i] for i in range(index.shape[0]))].set(values)]
 
 
-@register("one_hot", "_onehot_encode", inputs=("indices",), attr_order=("depth", "on_value", "off_value", "dtype"))
+@register("one_hot", inputs=("indices",), attr_order=("depth", "on_value", "off_value", "dtype"))
 def one_hot(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Shape ``indices.shape + (depth,)``; out-of-range indices give rows of ``off_value``."""
     index = _int(ins[0])

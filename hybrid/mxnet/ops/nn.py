@@ -345,9 +345,12 @@ def softmax(ins: list, a: Attrs, ctx: OpContext) -> list:
     return _softmax_common(ins, a, log=False)
 
 
-@register("log_softmax", inputs=("data", "length?"), attr_order=("axis", "temperature"))
+@register("log_softmax")
 def log_softmax(ins: list, a: Attrs, ctx: OpContext) -> list:
-    return _softmax_common(ins, a, log=True)
+    """MXNet 1.9.1's log_softmax takes no ``length`` input."""
+    if a.bool("use_length", False):
+        raise a.fail("use_length=True is not supported by MXNet's log_softmax (it has no length input)")
+    return _softmax_common([ins[0], None], a, log=True)
 
 
 @register("softmin", inputs=("data",))

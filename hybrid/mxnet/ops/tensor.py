@@ -466,7 +466,7 @@ def amp_multicast(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [x.astype(target) for x in ins]
 
 
-@register("cumsum", "_np_cumsum", attr_order=("axis", "dtype"))
+@register("cumsum", "_np_cumsum", inputs=("a",), attr_order=("axis", "dtype"))
 def cumsum(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     axis = a.opt_int("axis")
