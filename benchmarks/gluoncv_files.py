@@ -119,7 +119,7 @@ def _data_stub() -> types.ModuleType:
 
     class CitySegmentation:
         NUM_CLASS = 19
-        CLASSES = tuple(f"class{i}" for i in range(19))
+        CLASSES = classes = tuple(f"class{i}" for i in range(19))
 
     data.ADE20KSegmentation, data.CitySegmentation = ADE20KSegmentation, CitySegmentation
     data.datasets = {"pascal_voc": VOCSegmentation, "pascal_aug": VOCSegmentation, "ade20k": ADE20KSegmentation,
