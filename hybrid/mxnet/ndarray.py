@@ -16,7 +16,7 @@ import numpy as np
 from . import array_methods as _array_methods
 from . import random  # noqa: F401  (mx.nd.random)
 from ._params_io import load, save
-from .context import Context, to_device
+from .context import to_device
 
 __all__ = ["NDArray", "array", "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "concat", "stack",
            "concatenate", "zeros_like", "ones_like", "waitall", "save", "load", "random", "from_numpy",
@@ -28,9 +28,7 @@ NDArray = jax.Array  # isinstance(x, nd.NDArray) holds for arrays and for values
 
 
 def _placed(value: jax.Array, ctx: Any) -> jax.Array:
-    if ctx is None or (isinstance(ctx, Context) and ctx.device_type != "gpu" and len(jax.devices()) == 1):
-        return value
-    return jax.device_put(value, to_device(ctx))
+    return value if ctx is None else jax.device_put(value, to_device(ctx))
 
 
 def _dtype(dtype: Any) -> Any:
