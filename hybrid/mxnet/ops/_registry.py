@@ -234,8 +234,9 @@ class Op:
     """One MXNet operator: its implementation and how calls bind to it.
 
     ``inputs``: MXNet's input names in order; ``variadic``: every positional argument is an input
-    (``concat``, ``add_n``); ``optional``: how many of the last inputs may be absent; ``attr_order``: attribute names that may also be given positionally after the
-    inputs, as MXNet's generated functions allow; ``num_outputs(attrs)``: how many outputs a node has
+    (``concat``, ``add_n``); ``optional``: how many of the last inputs may be absent; ``attr_order``:
+    attribute names that may also be given positionally after the inputs, as MXNet's generated functions
+    allow (set from :mod:`.signatures`); ``num_outputs(attrs)``: how many outputs a node has
     (for checking references in symbol files); ``needs_ctx``: the operator reads ``ctx``;
     ``labels``: inputs from this position on are training labels the forward pass ignores;
     ``aux``: input positions that are auxiliary states (not trained).

@@ -74,7 +74,7 @@ def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:
     return weights
 
 
-@register("_contrib_AdaptiveAvgPooling2D", attr_order=("output_size",))
+@register("_contrib_AdaptiveAvgPooling2D")
 def adaptive_avg_pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Average pooling of NCHW data to ``output_size`` (one int for both sides, default 1): output cell ``i``
     averages input rows ``floor(i*H/out)`` to ``ceil((i+1)*H/out)``."""
@@ -114,7 +114,7 @@ def _scale_gradient_bwd(scale, _, g):
 _scale_gradient.defvjp(_scale_gradient_fwd, _scale_gradient_bwd)
 
 
-@register("_contrib_gradientmultiplier", attr_order=("scalar",))
+@register("_contrib_gradientmultiplier")
 def gradient_multiplier(ins: list, a: Attrs, ctx: OpContext) -> list:
     """The identity whose gradient is multiplied by ``scalar``."""
     return [_scale_gradient(ins[0], a.float("scalar"))]

@@ -41,7 +41,7 @@ def _pairwise_iou(lhs, rhs, fmt: str):
     return jnp.where(inter > 0, inter / jnp.where(inter > 0, union, 1), 0)
 
 
-@register("_contrib_box_iou", inputs=("lhs", "rhs"), attr_order=("format",))
+@register("_contrib_box_iou", inputs=("lhs", "rhs"))
 def box_iou(ins: list, a: Attrs, ctx: OpContext) -> list:
     """IoU of boxes (last axis 4): shape ``lhs.shape[:-1] + rhs.shape[:-1]``."""
     lhs, rhs = ins[0], ins[1]
@@ -213,7 +213,7 @@ def _match_one(scores, threshold: float, ascend: bool, topk: int):
     return row_mark, col_mark
 
 
-@register("_contrib_bipartite_matching", num_outputs=2, attr_order=("threshold", "is_ascend", "topk"))
+@register("_contrib_bipartite_matching", num_outputs=2)
 def bipartite_matching(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Greedy matching of rows to columns of a score matrix (..., N, M) in score order: ``[row_marker
     (..., N), col_marker (..., M)]`` holding the matched column / row, or -1. Matching stops at the first
@@ -349,7 +349,7 @@ def _bin_masks(start, end, pooled: int, size: int):
     return (cells >= low[..., None]) & (cells < high[..., None])
 
 
-@register("ROIPooling", inputs=("data", "rois"), attr_order=("pooled_size", "spatial_scale"))
+@register("ROIPooling", inputs=("data", "rois"))
 def roi_pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Max pooling of NCHW ``data`` over the bins of each roi (R, 5) [batch, x1, y1, x2, y2], with the
     corners rounded after scaling by ``spatial_scale``; empty bins give 0."""

@@ -47,7 +47,8 @@ _UNARY: dict[tuple[str, ...], Callable] = {
     ("square",): jnp.square, ("exp",): jnp.exp, ("expm1",): jnp.expm1, ("log",): jnp.log, ("log10",): jnp.log10,
     ("log2",): jnp.log2, ("log1p",): jnp.log1p, ("sin",): jnp.sin, ("cos",): jnp.cos, ("tan",): jnp.tan,
     ("arcsin",): jnp.arcsin, ("arccos",): jnp.arccos, ("arctan",): jnp.arctan, ("sinh",): jnp.sinh,
-    ("cosh",): jnp.cosh, ("tanh",): functools.partial(layer_ops.activation, act_type="tanh"), ("arcsinh",): jnp.arcsinh, ("arccosh",): jnp.arccosh,
+    ("cosh",): jnp.cosh, ("tanh",): functools.partial(layer_ops.activation, act_type="tanh"),
+    ("arcsinh",): jnp.arcsinh, ("arccosh",): jnp.arccosh,
     ("arctanh",): jnp.arctanh, ("degrees",): jnp.degrees, ("radians",): jnp.radians, ("erf",): special.erf,
     ("erfinv",): special.erfinv, ("gamma",): lambda x: jnp.exp(special.gammaln(x)) * special.gammasgn(x),
     ("gammaln",): special.gammaln, ("reciprocal",): jnp.reciprocal, ("negative",): jnp.negative,
@@ -86,7 +87,7 @@ def hard_sigmoid(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.clip(a.float("alpha", 0.2) * ins[0] + a.float("beta", 0.5), 0, 1)]
 
 
-@register("clip", attr_order=("a_min", "a_max"))
+@register("clip")
 def clip(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     return [jnp.clip(x, jnp.asarray(a.float("a_min"), x.dtype), jnp.asarray(a.float("a_max"), x.dtype))]

@@ -15,7 +15,7 @@ def _int(index):
     return index if jnp.issubdtype(index.dtype, jnp.integer) else index.astype(jnp.int32)
 
 
-@register("take", inputs=("a", "indices"), attr_order=("axis", "mode"))
+@register("take", inputs=("a", "indices"))
 def take(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Slices of ``a`` at ``indices`` along ``axis``: shape ``a.shape[:axis] + indices.shape +
     a.shape[axis+1:]``; out-of-range indices are clipped (``mode='clip'``, also for 'raise') or wrapped."""
@@ -27,7 +27,7 @@ def take(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.take(x, index, axis=axis)]
 
 
-@register("pick", inputs=("data", "index"), attr_order=("axis", "keepdims", "mode"))
+@register("pick", inputs=("data", "index"))
 def pick(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``data`` at ``index`` along ``axis`` (index has data's shape without that axis, or with it as 1)."""
     x, index = ins[0], ins[1]
@@ -69,7 +69,7 @@ def gather_nd(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [x[tuple(index[i] for i in range(index.shape[0]))]]
 
 
-@register("scatter_nd", inputs=("data", "indices"), attr_order=("shape",))
+@register("scatter_nd", inputs=("data", "indices"))
 def scatter_nd(ins: list, a: Attrs, ctx: OpContext) -> list:
     """The inverse of gather_nd: zeros of ``shape`` with ``data`` written at ``indices``."""
     values, index = ins[0], _int(ins[1])
@@ -77,7 +77,7 @@ def scatter_nd(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [out.at[tuple(index[i] for i in range(index.shape[0]))].set(values)]
 
 
-@register("one_hot", inputs=("indices",), attr_order=("depth", "on_value", "off_value", "dtype"))
+@register("one_hot", inputs=("indices",))
 def one_hot(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Shape ``indices.shape + (depth,)``; out-of-range indices give rows of ``off_value``."""
     index = _int(ins[0])
@@ -100,7 +100,7 @@ def where(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.where(cond != 0, x, y)]
 
 
-@register("_contrib_index_array", attr_order=("axes",))
+@register("_contrib_index_array")
 def index_array(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Each element's index along ``axes`` (all by default), as int64/int32: shape ``x.shape + (len(axes),)``."""
     x = ins[0]

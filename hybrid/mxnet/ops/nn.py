@@ -19,7 +19,7 @@ from ._registry import Attrs, OpContext, register
 from ._util import axis as _axis, layout as _layout, ndim_check, positive_int, spatial
 
 
-@register("FullyConnected", inputs=("data", "weight", "bias?"), attr_order=("num_hidden", "no_bias", "flatten"))
+@register("FullyConnected", inputs=("data", "weight", "bias?"))
 def fully_connected(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``data @ weight.T + bias``; weight ``(num_hidden, in_units)``; ``flatten`` folds all but axis 0."""
     x, weight, bias = ins[0], ins[1], ins[2]
@@ -47,9 +47,7 @@ def _kernel(a: Attrs, x) -> tuple[int, ...]:
     return kernel
 
 
-@register("Convolution", inputs=("data", "weight", "bias?"), attr_order=("kernel", "stride", "dilate", "pad",
-                                                                           "num_filter", "num_group", "workspace",
-                                                                           "no_bias"))
+@register("Convolution", inputs=("data", "weight", "bias?"))
 def convolution(ins: list, a: Attrs, ctx: OpContext) -> list:
     x, weight, bias = ins[0], ins[1], ins[2]
     n = len(_kernel(a, x))
@@ -181,7 +179,7 @@ def _act(x, kind: str):
     return layer_ops.activation(x, act_type=kind)
 
 
-@register("Activation", attr_order=("act_type",))
+@register("Activation")
 def activation(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [_act(ins[0], a.str("act_type", None, _ACT) or _missing(a, "act_type"))]
 
@@ -217,8 +215,7 @@ def leaky_relu(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [layer_ops.leaky_relu(x, act_type=kind, slope=a.float("slope", 0.25))]
 
 
-@register("Pooling", attr_order=("kernel", "pool_type", "global_pool", "cudnn_off", "pooling_convention",
-                                 "stride", "pad"))
+@register("Pooling")
 def pooling(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     pool_type = a.str("pool_type", "max", ("max", "avg", "sum", "lp"))
@@ -340,7 +337,7 @@ def _softmax_common(ins: list, a: Attrs, log: bool) -> list:
     return [op(x, axis=axis, temperature=temperature)]
 
 
-@register("softmax", inputs=("data", "length?"), attr_order=("axis", "temperature"))
+@register("softmax", inputs=("data", "length?"))
 def softmax(ins: list, a: Attrs, ctx: OpContext) -> list:
     return _softmax_common(ins, a, log=False)
 
@@ -367,7 +364,7 @@ def softmax_activation(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [layer_ops.softmax(x.reshape(x.shape[0], -1), axis=-1).reshape(x.shape)]
 
 
-@register("Dropout", needs_ctx=True, attr_order=("p", "mode", "axes"))
+@register("Dropout", needs_ctx=True)
 def dropout(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Inverted dropout in training mode (or ``mode='always'``), identity otherwise."""
     rate = a.float("p", 0.5)
@@ -380,7 +377,7 @@ def dropout(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [layer_ops.dropout(ins[0], _random.next_key(), rate=rate, axes=tuple(i % ins[0].ndim for i in axes))]
 
 
-@register("Embedding", inputs=("data", "weight"), attr_order=("input_dim", "output_dim"))
+@register("Embedding", inputs=("data", "weight"))
 def embedding(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Rows of ``weight`` ``(input_dim, output_dim)`` at the (clipped) indices in ``data``."""
     weight = ins[1]
@@ -419,7 +416,7 @@ def upsampling(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.concatenate(outs, axis=1)]
 
 
-@register("smooth_l1", attr_order=("scalar",))
+@register("smooth_l1")
 def smooth_l1(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``0.5 (sigma x)^2`` where ``|x| < 1/sigma^2``, else ``|x| - 0.5/sigma^2`` (``sigma = scalar``)."""
     x = ins[0]

@@ -15,15 +15,13 @@ def _shape_dtype(a: Attrs, like=None):
     return a.tuple("shape", (1,)), a.dtype("dtype", "float32")
 
 
-@register("_random_uniform", "random_uniform", "uniform", inputs=(), attr_order=("low", "high", "shape", "ctx",
-                                                                                  "dtype"))
+@register("_random_uniform", "random_uniform", "uniform", inputs=())
 def uniform(ins: list, a: Attrs, ctx: OpContext) -> list:
     shape, dtype = _shape_dtype(a)
     return [jax.random.uniform(_random.next_key(), shape, dtype, a.float("low", 0.0), a.float("high", 1.0))]
 
 
-@register("_random_normal", "random_normal", "normal", inputs=(), attr_order=("loc", "scale", "shape", "ctx",
-                                                                               "dtype"))
+@register("_random_normal", "random_normal", "normal", inputs=())
 def normal(ins: list, a: Attrs, ctx: OpContext) -> list:
     shape, dtype = _shape_dtype(a)
     return [a.float("loc", 0.0) + a.float("scale", 1.0) * jax.random.normal(_random.next_key(), shape, dtype)]
@@ -41,26 +39,26 @@ def normal_like(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [a.float("loc", 0.0) + a.float("scale", 1.0) * jax.random.normal(_random.next_key(), shape, dtype)]
 
 
-@register("_random_randint", "random_randint", inputs=(), attr_order=("low", "high", "shape", "ctx", "dtype"))
+@register("_random_randint", "random_randint", inputs=())
 def randint(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Integers in ``[low, high)`` (int32 by default)."""
     dtype = a.dtype("dtype", "int32")
     return [jax.random.randint(_random.next_key(), a.tuple("shape", (1,)), a.int("low"), a.int("high"), dtype)]
 
 
-@register("_random_exponential", "random_exponential", inputs=(), attr_order=("lam", "shape", "ctx", "dtype"))
+@register("_random_exponential", "random_exponential", inputs=())
 def exponential(ins: list, a: Attrs, ctx: OpContext) -> list:
     shape, dtype = _shape_dtype(a)
     return [jax.random.exponential(_random.next_key(), shape, dtype) / a.float("lam", 1.0)]
 
 
-@register("_random_gamma", "random_gamma", inputs=(), attr_order=("alpha", "beta", "shape", "ctx", "dtype"))
+@register("_random_gamma", "random_gamma", inputs=())
 def gamma(ins: list, a: Attrs, ctx: OpContext) -> list:
     shape, dtype = _shape_dtype(a)
     return [jax.random.gamma(_random.next_key(), a.float("alpha", 1.0), shape, dtype) * a.float("beta", 1.0)]
 
 
-@register("_random_poisson", "random_poisson", inputs=(), attr_order=("lam", "shape", "ctx", "dtype"))
+@register("_random_poisson", "random_poisson", inputs=())
 def poisson(ins: list, a: Attrs, ctx: OpContext) -> list:
     shape, dtype = _shape_dtype(a)
     return [jax.random.poisson(_random.next_key(), a.float("lam", 1.0), shape).astype(dtype)]

@@ -41,7 +41,7 @@ for _names, _fn in _REDUCTIONS.items():
     register(*_names, attr_order=("axis", "keepdims", "exclude"))(_reduction(_fn))
 
 
-@register("norm", attr_order=("ord", "axis", "out_dtype", "keepdims"))
+@register("norm")
 def norm(ins: list, a: Attrs, ctx: OpContext) -> list:
     """The L2 (``ord=2``) or L1 norm over ``axis`` (all axes, flattened, by default)."""
     x = ins[0]
@@ -74,8 +74,8 @@ def _arg_reduction(fn: Callable) -> Callable:
     return run
 
 
-register("argmax", attr_order=("axis", "keepdims"))(_arg_reduction(jnp.argmax))
-register("argmin", attr_order=("axis", "keepdims"))(_arg_reduction(jnp.argmin))
+register("argmax")(_arg_reduction(jnp.argmax))
+register("argmin")(_arg_reduction(jnp.argmin))
 
 
 @register("argmax_channel")
@@ -92,7 +92,7 @@ def _sort_axis(a: Attrs, x) -> tuple:
     return x, x.ndim - 1 if x.ndim else 0
 
 
-@register("sort", attr_order=("axis", "is_ascend"))
+@register("sort")
 def sort(ins: list, a: Attrs, ctx: OpContext) -> list:
     x, axis = _sort_axis(a, ins[0])
     y = jnp.sort(x, axis=axis)
@@ -105,7 +105,7 @@ def _descending_order(x, axis: int):
         x.dtype, jnp.integer) else -x.astype(jnp.float32), axis=axis, stable=True)
 
 
-@register("argsort", attr_order=("axis", "is_ascend", "dtype"))
+@register("argsort")
 def argsort(ins: list, a: Attrs, ctx: OpContext) -> list:
     x, axis = _sort_axis(a, ins[0])
     order = jnp.argsort(x, axis=axis, stable=True) if a.bool("is_ascend", True) else _descending_order(x, axis)
@@ -116,7 +116,7 @@ def _topk_outputs(a: Attrs) -> int:
     return 2 if a.str("ret_typ", "indices", ("value", "indices", "mask", "both")) == "both" else 1
 
 
-@register("topk", num_outputs=_topk_outputs, attr_order=("axis", "k", "ret_typ", "is_ascend", "dtype"))
+@register("topk", num_outputs=_topk_outputs)
 def topk(ins: list, a: Attrs, ctx: OpContext) -> list:
     """The ``k`` largest (``is_ascend``: smallest) entries along ``axis``: their values, indices (float32
     by default), both (``[values, indices]``) or a 0/1 ``mask`` shaped like the input."""
@@ -136,7 +136,7 @@ def topk(ins: list, a: Attrs, ctx: OpContext) -> list:
 
 
 # -- products ----------------------------------------------------------------------------------------
-@register("dot", inputs=("lhs", "rhs"), attr_order=("transpose_a", "transpose_b"))
+@register("dot", inputs=("lhs", "rhs"))
 def dot(ins: list, a: Attrs, ctx: OpContext) -> list:
     """The last axis of ``lhs`` (its first with ``transpose_a``) times the first axis of ``rhs`` (its last
     with ``transpose_b``); the other axes keep their order: shape ``lhs_rest + rhs_rest``."""
@@ -150,7 +150,7 @@ def dot(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [_at_least_1d(jnp.tensordot(x, y, axes=1))]
 
 
-@register("batch_dot", inputs=("lhs", "rhs"), attr_order=("transpose_a", "transpose_b"))
+@register("batch_dot", inputs=("lhs", "rhs"))
 def batch_dot(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Matrix products over the last two axes, batched over the leading ones."""
     x, y = ins[0], ins[1]
@@ -237,7 +237,7 @@ def syrk(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [a.float("alpha", 1.0) * out]
 
 
-@register("moments", num_outputs=2, attr_order=("axes", "keepdims"))
+@register("moments", num_outputs=2)
 def moments(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``[mean, variance]`` over ``axes`` (all by default)."""
     x = ins[0]

@@ -67,7 +67,7 @@ def mxnet_reshape(src: tuple[int, ...], codes: tuple[int, ...], where: str, reve
     return tuple(out[::-1]) if reverse else tuple(out)
 
 
-@register("Reshape", "reshape", attr_order=("shape", "reverse"))
+@register("Reshape", "reshape")
 def reshape(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     if not a.has("shape") and a.has("target_shape"):  # MXNet's deprecated form: 0 keeps, no other codes
@@ -103,7 +103,7 @@ def reshape_like(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [x.reshape(shape)]
 
 
-@register("expand_dims", attr_order=("axis",))
+@register("expand_dims")
 def expand_dims(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     axis = a.int("axis")
@@ -112,7 +112,7 @@ def expand_dims(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.expand_dims(x, axis)]
 
 
-@register("squeeze", attr_order=("axis",))
+@register("squeeze")
 def squeeze(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Removes the size-1 axes (those in ``axis``, or all); a result with no axes left has shape (1,), as
     in MXNet."""
@@ -129,7 +129,7 @@ def squeeze(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [y.reshape(1) if y.ndim == 0 and x.ndim else y]
 
 
-@register("transpose", attr_order=("axes",))
+@register("transpose")
 def transpose(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     axes = a.tuple("axes", ())
@@ -138,19 +138,19 @@ def transpose(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.transpose(x, axes or None)]
 
 
-@register("SwapAxis", "swapaxes", attr_order=("dim1", "dim2"))
+@register("SwapAxis", "swapaxes")
 def swapaxes(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     return [jnp.swapaxes(x, _axis(a, x.ndim, "dim1", 0), _axis(a, x.ndim, "dim2", 0))]
 
 
-@register("flip", "reverse", attr_order=("axis",))
+@register("flip", "reverse")
 def flip(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     return [jnp.flip(x, tuple(v % x.ndim for v in a.tuple("axis")))]
 
 
-@register("depth_to_space", attr_order=("block_size",))
+@register("depth_to_space")
 def depth_to_space(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     b = a.int("block_size")
@@ -159,7 +159,7 @@ def depth_to_space(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [y.reshape(n, c // (b * b), h * b, w * b)]
 
 
-@register("space_to_depth", attr_order=("block_size",))
+@register("space_to_depth")
 def space_to_depth(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     b = a.int("block_size")
@@ -183,7 +183,7 @@ def _split_count(a: Attrs) -> int:
     return a.int("num_outputs")
 
 
-@register("SliceChannel", "split", num_outputs=_split_count, attr_order=("num_outputs", "axis", "squeeze_axis"))
+@register("SliceChannel", "split", num_outputs=_split_count)
 def split(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``num_outputs`` equal parts along ``axis`` (default 1); ``squeeze_axis`` drops the axis when
     each part has size 1."""
@@ -220,8 +220,7 @@ def _split_v2_count(a: Attrs) -> int:
     return sections if sections > 0 else len(points) + 1
 
 
-@register("_split_v2", "split_v2", num_outputs=_split_v2_count, attr_order=("indices_or_sections", "axis",
-                                                                             "squeeze_axis"))
+@register("_split_v2", "split_v2", num_outputs=_split_v2_count)
 def split_v2(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``split_v2``: ``sections`` equal parts, or parts starting at the split points."""
     x = ins[0]
@@ -236,7 +235,7 @@ def split_v2(ins: list, a: Attrs, ctx: OpContext) -> list:
 
 
 # -- slicing ---------------------------------------------------------------------------------------
-@register("slice", "crop", "_slice", attr_order=("begin", "end", "step"))
+@register("slice", "crop", "_slice")
 def slice_(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     begin, end, step = a.opt_tuple("begin"), a.opt_tuple("end"), a.opt_tuple("step")
@@ -251,7 +250,7 @@ def slice_(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [x[tuple(index)]]
 
 
-@register("slice_axis", attr_order=("axis", "begin", "end"))
+@register("slice_axis")
 def slice_axis(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     axis = _axis(a, x.ndim)
@@ -265,7 +264,7 @@ def slice_axis(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [lax.slice_in_dim(x, begin, end, axis=axis)]
 
 
-@register("slice_like", inputs=("data", "shape_like"), attr_order=("axes",))
+@register("slice_like", inputs=("data", "shape_like"))
 def slice_like(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``data`` cut to ``shape_like``'s size on ``axes`` (all of shape_like's axes when empty)."""
     x, like = ins[0], ins[1]
@@ -285,19 +284,19 @@ def slice_like(ins: list, a: Attrs, ctx: OpContext) -> list:
 
 
 # -- repetition and broadcasting --------------------------------------------------------------------
-@register("tile", attr_order=("reps",))
+@register("tile")
 def tile(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.tile(ins[0], a.tuple("reps"))]
 
 
-@register("repeat", attr_order=("repeats", "axis"))
+@register("repeat")
 def repeat(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     axis = a.opt_int("axis")
     return [jnp.repeat(x, a.int("repeats"), axis=None if axis is None else axis % x.ndim)]
 
 
-@register("broadcast_to", attr_order=("shape",))
+@register("broadcast_to")
 def broadcast_to(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``shape``'s 0 entries keep the input's size."""
     x = ins[0]
@@ -311,7 +310,7 @@ def broadcast_to(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.broadcast_to(x, target)]
 
 
-@register("broadcast_axis", "broadcast_axes", attr_order=("axis", "size"))
+@register("broadcast_axis", "broadcast_axes")
 def broadcast_axis(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     axes, sizes = a.tuple("axis", ()), a.tuple("size", ())
@@ -341,7 +340,7 @@ def broadcast_like(ins: list, a: Attrs, ctx: OpContext) -> list:
 
 
 # -- dtypes and shapes -------------------------------------------------------------------------------
-@register("Cast", "cast", "amp_cast", attr_order=("dtype",))
+@register("Cast", "cast", "amp_cast")
 def cast(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [ins[0].astype(a.dtype("dtype", None) or _missing(a, "dtype"))]
 
@@ -365,7 +364,7 @@ def size_array(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.asarray(np.asarray([math.prod(ins[0].shape)], np.int64), _index_dtype())]
 
 
-@register("diag", attr_order=("k",))
+@register("diag")
 def diag(ins: list, a: Attrs, ctx: OpContext) -> list:
     """A 1-D input makes a diagonal matrix; a higher one gives its ``k``-th diagonal over
     ``axis1``/``axis2`` (last axis)."""
@@ -376,7 +375,7 @@ def diag(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.diagonal(x, k, a.int("axis1", 0), a.int("axis2", 1))]
 
 
-@register("Pad", "pad", attr_order=("mode", "pad_width", "constant_value"))
+@register("Pad", "pad")
 def pad(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``pad_width`` holds (before, after) for every axis in order; ``mode`` constant, edge or reflect."""
     x = ins[0]
@@ -398,24 +397,23 @@ def _shape(a: Attrs) -> tuple[int, ...]:
     return shape
 
 
-@register("_zeros", "zeros", "_zeros_without_dtype", inputs=(), attr_order=("shape", "ctx", "dtype"))
+@register("_zeros", "zeros", "_zeros_without_dtype", inputs=())
 def zeros(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.zeros(_shape(a), a.dtype())]
 
 
-@register("_ones", "ones", inputs=(), attr_order=("shape", "ctx", "dtype"))
+@register("_ones", "ones", inputs=())
 def ones(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.ones(_shape(a), a.dtype())]
 
 
-@register("_full", "full", inputs=(), attr_order=("shape", "val", "ctx", "dtype"))
+@register("_full", "full", inputs=())
 def full(ins: list, a: Attrs, ctx: OpContext) -> list:
     value = a.float("value") if a.has("value") else a.float("val")
     return [jnp.full(_shape(a), value, a.dtype())]
 
 
-@register("_arange", "arange", inputs=(), attr_order=("start", "stop", "step", "repeat", "infer_range", "ctx",
-                                                      "dtype"))
+@register("_arange", "arange", inputs=())
 def arange(ins: list, a: Attrs, ctx: OpContext) -> list:
     """``[start, stop)`` by ``step`` (``[0, start)`` without ``stop``), each value ``repeat`` times."""
     start, stop, step = a.float("start", 0.0), a.opt_float("stop"), a.float("step", 1.0)
@@ -429,13 +427,13 @@ def arange(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [jnp.asarray(values.astype(a.dtype()))]
 
 
-@register("_linspace", "linspace", inputs=(), attr_order=("start", "stop", "num", "endpoint", "ctx", "dtype"))
+@register("_linspace", "linspace", inputs=())
 def linspace(ins: list, a: Attrs, ctx: OpContext) -> list:
     values = np.linspace(a.float("start"), a.float("stop"), a.int("num"), endpoint=a.bool("endpoint", True))
     return [jnp.asarray(values.astype(a.dtype()))]
 
 
-@register("_eye", "eye", inputs=(), attr_order=("N", "M", "k", "ctx", "dtype"))
+@register("_eye", "eye", inputs=())
 def eye(ins: list, a: Attrs, ctx: OpContext) -> list:
     n = a.int("N")
     return [jnp.eye(n, a.int("M", 0) or n, a.int("k", 0), a.dtype())]
@@ -451,7 +449,7 @@ def _arange_like(x: Any, a: Attrs) -> Any:
         x.dtype, jnp.floating) else jnp.float32)
 
 
-@register("_contrib_arange_like", attr_order=("start", "step", "repeat", "ctx", "axis"))
+@register("_contrib_arange_like")
 def arange_like(ins: list, a: Attrs, ctx: OpContext) -> list:
     """A range shaped like ``data`` (or like its ``axis``): ``start + step * (i // repeat)``."""
     return [_arange_like(ins[0], a)]
@@ -466,7 +464,7 @@ def amp_multicast(ins: list, a: Attrs, ctx: OpContext) -> list:
     return [x.astype(target) for x in ins]
 
 
-@register("cumsum", "_np_cumsum", inputs=("a",), attr_order=("axis", "dtype"))
+@register("cumsum", "_np_cumsum", inputs=("a",))
 def cumsum(ins: list, a: Attrs, ctx: OpContext) -> list:
     x = ins[0]
     axis = a.opt_int("axis")
