@@ -291,6 +291,15 @@ def test_batch_norm_training_through_f_leaves_running_statistics_and_writes_them
     assert_close(written[4], 0.9 + 0.1 * sigma2, 1e-5, 1e-6)
 
 
+def test_image_transforms_as_mxnet():
+    """MXNet 1.9.1: image.normalize(image.to_tensor(arange(24, uint8).reshape(2, 4, 3)), mean=(.5, .4, .3),
+    std=.2) starts [-2.5, -2.4411764]."""
+    t = F.image.to_tensor(np.arange(24, dtype=np.uint8).reshape(2, 4, 3))
+    assert t.shape == (3, 2, 4)
+    out = F.image.normalize(t, mean=(0.5, 0.4, 0.3), std=(0.2, 0.2, 0.2))
+    assert_close(out[0, 0, :2], [-2.5, -2.4411764])
+
+
 def test_random_operators_draw_from_hybrids_stream():
     hybrid.random.seed(4)
     a = F.random.uniform(low=-1, high=1, shape=(3, 2))
