@@ -207,6 +207,20 @@ def test_gluon_namespaces():
         mx.init.Orthogonal
 
 
+def test_gluon1_loss_helpers_and_custom_op_declarations():
+    from hybrid.mxnet.gluon.loss import _apply_weighting, _reshape_like
+    np.testing.assert_array_equal(_apply_weighting(nd, nd.array([1.0, 2.0]), 2.0, nd.array([0.5, 1.0])), [1.0, 4.0])
+    assert _reshape_like(nd, nd.ones((4,)), nd.ones((2, 2))).shape == (2, 2)
+
+    @mx.operator.register("surface_test_op")
+    class Prop(mx.operator.CustomOpProp):
+        pass
+
+    assert mx.operator.REGISTERED["surface_test_op"] is Prop        # declarations import
+    with pytest.raises(NotImplementedError, match="custom_vjp"):
+        Prop().create_operator(None, None, None)
+
+
 # -- mx.sym ----------------------------------------------------------------------------------------------
 def test_symbol_files_run_through_symbol_block():
     io = np.load(os.path.join(FIXTURES, "dense_io.npz"))
