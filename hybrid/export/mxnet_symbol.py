@@ -82,7 +82,7 @@ def _parse_nodes(doc: dict, where: str) -> tuple[list[_Node], list[tuple[int, in
     if unknown:
         listed = ", ".join(f"{op} (x{count})" for op, count in unknown.items())
         raise FormatError(f"{where}: unsupported MXNet operators: {listed}. hybrid.mxnet.ops.OPERATORS lists the "
-                          "supported ones (docs/porting-from-gluon.md says how to port others)")
+                          "supported ones (docs/file-formats.md, 'MXNet symbol JSON')")
     variables = [node.name for node in nodes if node.op == "null"]
     if len(set(variables)) != len(variables):
         raise FormatError(f"{where}: two variables ('null' nodes) have the same name")
