@@ -392,11 +392,23 @@ def embedding(ins: list, a: Attrs, ctx: OpContext) -> list:
 @register("UpSampling", inputs=("data",), variadic=True)
 def upsampling(ins: list, a: Attrs, ctx: OpContext) -> list:
     """Nearest-neighbour upsampling of NCHW inputs by ``scale``; several inputs are each scaled to the first
-    one's output size and then concatenated on axis 1 (``multi_input_mode='concat'``) or summed."""
+    one's output size and then concatenated on axis 1 (``multi_input_mode='concat'``) or summed.
+    ``sample_type='bilinear'`` takes ``(data, weight)`` and runs MXNet's depthwise transposed convolution
+    (kernel ``2 * scale - scale % 2``, stride ``scale``, padding ``ceil((scale - 1) / 2)``)."""
     kind = a.str("sample_type", "nearest", ("nearest", "bilinear"))
     scale = positive_int(a, "scale")
-    if kind == "bilinear":
-        raise a.fail("sample_type='bilinear' is not supported (use F.contrib.BilinearResize2D or Deconvolution)")
+    if kind == "bilinear":  # MXNet's: a depthwise transposed convolution with the given (C, 1, k, k) weight
+        if len(ins) != 2:
+            raise a.fail("sample_type='bilinear' needs the inputs data and weight")
+        x, weight = ins
+        channels = a.int("num_filter", x.shape[1])
+        k = 2 * scale - scale % 2
+        if weight.shape != (channels, 1, k, k) or x.shape[1] != channels:
+            raise a.fail(f"bilinear weight must have shape ({channels}, 1, {k}, {k}) for scale={scale}, got "
+                         f"{tuple(weight.shape)} (data {tuple(x.shape)})")
+        pad = math.ceil((scale - 1) / 2)
+        return [layer_ops.conv_transpose(x, weight, None, strides=(scale, scale), padding=(pad, pad),
+                                         output_padding=(0, 0), dilation=(1, 1), groups=channels, layout="NCHW")]
     first = ins[0]
     ndim_check(a, first, (4,))
     height, width = first.shape[2] * scale, first.shape[3] * scale
