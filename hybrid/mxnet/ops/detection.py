@@ -370,3 +370,28 @@ def _roi_pooling(data, rois, pooled: tuple, scale: float):
     over_w = jnp.max(jnp.where(cols[:, None, None, :, :], image[:, :, :, None, :], lowest), axis=-1)  # R,C,H,pw
     out = jnp.max(jnp.where(rows[:, None, :, :, None], over_w[:, :, None, :, :], lowest), axis=3)  # R,C,ph,pw
     return jnp.where(jnp.isneginf(out) | (batch < 0)[:, None, None, None], 0, out)
+
+
+@register("_contrib_MultiBoxPrior")
+def multibox_prior(ins: list, a: Attrs, ctx: OpContext) -> list:
+    """SSD anchors for every cell of NCHW ``data``: (1, H * W * (len(sizes) + len(ratios) - 1), 4) corner
+    boxes in [0, 1] image coordinates (all sizes with the first ratio, then the other ratios with the first
+    size), centred at ``(cell + offsets) * steps`` (steps default to 1 / size); ``clip`` clips to [0, 1]."""
+    x = ins[0]
+    ndim_check(a, x, (4,))
+    height, width = x.shape[2], x.shape[3]
+    sizes, ratios = a.floats("sizes", (1.0,)), a.floats("ratios", (1.0,))
+    steps, offsets = a.floats("steps", (-1.0, -1.0)), a.floats("offsets", (0.5, 0.5))
+    step_y = steps[0] if steps[0] > 0 else 1.0 / height
+    step_x = steps[1] if steps[1] > 0 else 1.0 / width
+    shapes = [(s, math.sqrt(ratios[0])) for s in sizes] + [(sizes[0], math.sqrt(r)) for r in ratios[1:]]
+    half = np.array([[s * height / width * r / 2, s / r / 2] for s, r in shapes], np.float32)  # (A, 2): w, h
+    cy = (np.arange(height, dtype=np.float32) + offsets[0]) * step_y
+    cx = (np.arange(width, dtype=np.float32) + offsets[1]) * step_x
+    centre = np.stack(np.meshgrid(cx, cy), -1)  # (H, W, 2): x, y
+    lo = centre[:, :, None, :] - half[None, None]
+    hi = centre[:, :, None, :] + half[None, None]
+    boxes = np.concatenate([lo, hi], -1).reshape(1, -1, 4)
+    if a.bool("clip", False):
+        boxes = np.clip(boxes, 0.0, 1.0)
+    return [jnp.asarray(boxes, x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.float32)]
