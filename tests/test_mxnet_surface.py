@@ -227,7 +227,11 @@ def test_symbol_files_run_through_symbol_block():
     graph = sym.load(os.path.join(FIXTURES, "dense-symbol.json"))
     assert "data" in graph.list_arguments()
     net = gluon.SymbolBlock(graph, sym.var("data"))
+    with pytest.raises(RuntimeError, match="load_parameters"):
+        net(io["data"])                            # hybrid reads the parameter shapes from the .params file
     net.load_parameters(os.path.join(FIXTURES, "dense-0000.params"))
+    np.testing.assert_allclose(net(io["data"]), io["out"], rtol=1e-5, atol=1e-6)
+    net.hybridize()
     np.testing.assert_allclose(net(io["data"]), io["out"], rtol=1e-5, atol=1e-6)
     net2 = gluon.SymbolBlock.imports(os.path.join(FIXTURES, "dense-symbol.json"), ["data"],
                                      os.path.join(FIXTURES, "dense-0000.params"))
