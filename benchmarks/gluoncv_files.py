@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 import types
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

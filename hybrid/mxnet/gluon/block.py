@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Sequence
+from typing import Any
 
 from ...block import Block, HybridBlock
 from ...export import SymbolBlock as _SymbolBlock
