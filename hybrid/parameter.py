@@ -36,9 +36,11 @@ def _supported_dtype(dtype: Any, name: str | None) -> np.dtype:
 
 
 def _single_device(device: Any) -> Any:
-    """``device`` as one ``jax.Device`` (Gluon's ``ctx``: a device or a list holding one), else None."""
+    """``device`` as one ``jax.Device`` (Gluon's ``ctx``: a device, an object naming one in ``jax_device``
+    such as ``hybrid.mxnet.cpu()``, or a list holding one), else None."""
     if isinstance(device, (list, tuple)) and len(device) == 1:
         device = device[0]
+    device = getattr(device, "jax_device", device)
     return device if isinstance(device, jax.Device) else None
 
 

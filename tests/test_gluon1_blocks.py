@@ -527,3 +527,35 @@ def test_deferred_shapes_through_keyword_inputs_and_elementwise_operands():
     net.initialize()
     assert net(jnp.ones((2, 3))).shape == (2, 4)
     assert net.weight.shape == (4, 3) and net.shift.shape == (2, 4)
+
+
+def test_subclass_of_batchnorm_calling_f_batchnorm_with_its_kwargs():
+    """GluonCV's BatchNormCudnnOff: a subclass of nn.BatchNorm whose hybrid_forward calls F.BatchNorm with
+    Gluon 1.x's self._kwargs; in both modes it computes what nn.BatchNorm computes."""
+    class BatchNormF(nn.BatchNorm):
+        def hybrid_forward(self, F, x, gamma, beta, running_mean, running_var):
+            return F.BatchNorm(x, gamma, beta, running_mean, running_var, name="fwd", **self._kwargs)
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    plain, custom = nn.BatchNorm(momentum=0.8), BatchNormF(momentum=0.8)
+    assert custom._kwargs == {"axis": 1, "eps": 1e-5, "momentum": 0.8, "fix_gamma": False, "use_global_stats": False}
+    for net in (plain, custom):
+        net.initialize()
+        net.gamma.set_data(rng.random(3).astype(np.float32) + 0.5)
+    custom.gamma.set_data(plain.gamma.data())
+    assert_close(custom(x), plain(x), 1e-5, 1e-5)  # predict mode: running statistics
+    with autograd.record():
+        y_plain, y_custom = plain(x), custom(x)
+    assert_close(y_custom, y_plain, 1e-5, 1e-5)
+    assert_close(custom.running_mean.data(), plain.running_mean.data(), 1e-6, 1e-6)
+    assert_close(custom.running_var.data(), plain.running_var.data(), 1e-6, 1e-6)
+    assert not np.allclose(np.asarray(plain.running_var.data()), 1.0)  # the statistics did move
+
+
+def test_mxnet_contexts_place_parameters():
+    import hybrid.mxnet as mx
+    net = nn.Dense(2, in_units=3)
+    net.initialize(ctx=mx.cpu())
+    net.collect_params().reset_ctx(mx.cpu(0))
+    assert net.weight.data().devices() == {jax.devices("cpu")[0]}

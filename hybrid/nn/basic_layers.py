@@ -204,7 +204,7 @@ class BatchNorm(HybridBlock):
             raise ValueError(f"BatchNorm: epsilon must be positive, got {epsilon!r}")
         in_channels = check_non_negative_int("BatchNorm", "in_channels", in_channels)
         self._axis, self._momentum, self._epsilon = axis, float(momentum), float(epsilon)
-        self._use_global_stats = use_global_stats
+        self._use_global_stats, self._scale = use_global_stats, scale
         shape = (in_channels,)
         self.gamma = Parameter("gamma", grad_req="write" if scale else "null", shape=shape,
                                init=gamma_initializer, allow_deferred_init=True, differentiable=scale, dtype=dtype)
@@ -215,6 +215,13 @@ class BatchNorm(HybridBlock):
         self.running_var = Parameter("running_var", grad_req="null", shape=shape,
                                      init=running_variance_initializer, allow_deferred_init=True,
                                      differentiable=False, dtype=dtype)
+
+    @property
+    def _kwargs(self) -> dict:
+        """Gluon 1.x's attributes of the ``BatchNorm`` operator, for subclasses whose ``hybrid_forward``
+        calls ``F.BatchNorm(x, gamma, beta, running_mean, running_var, **self._kwargs)``."""
+        return {"axis": self._axis, "eps": self._epsilon, "momentum": self._momentum, "fix_gamma": not self._scale,
+                "use_global_stats": self._use_global_stats}
 
     def infer_shape(self, x, *args) -> None:
         channels = x.shape[_norm_axis("BatchNorm", self._axis, x)]
