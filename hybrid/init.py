@@ -28,14 +28,23 @@ def register(cls: type) -> type:
 
 
 class Initializer:
-    """Base class: subclasses implement ``_sample(rng, shape) -> np.ndarray`` (float64)."""
+    """Base class: subclasses implement ``_sample(rng, shape) -> np.ndarray`` (float64), or MXNet 1.x's
+    ``_init_weight(name, arr)``, which fills a zero NumPy array ``arr`` in place (``arr[...] = ...``).
+
+    Raises NotImplementedError when a subclass implements neither."""
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> jnp.ndarray:
         values = self._sample(_random.numpy_rng(), tuple(shape))
         return jnp.asarray(values, dtype=dtype)
 
     def _sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        raise NotImplementedError
+        init_weight = getattr(self, "_init_weight", None)
+        if init_weight is None:
+            raise NotImplementedError(f"{type(self).__name__}: an Initializer subclass implements "
+                                      "_sample(rng, shape) or MXNet's _init_weight(name, arr)")
+        arr = np.zeros(shape)
+        init_weight(None, arr)
+        return arr
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())

@@ -57,3 +57,18 @@ def test_create_by_name_and_errors():
         init.create("nonsense")
     with pytest.raises(ValueError, match="rank >= 2"):
         init.Xavier()((5,), "float32")
+
+
+def test_mxnet_style_initializer_fills_its_array_in_place():
+    """MXNet 1.x initializers implement _init_weight(name, arr) and write into arr (GluonCV's bilinear
+    up-sampling kernel); hybrid calls it on a zero array of the parameter's shape."""
+    class Ramp(hybrid.init.Initializer):
+        def _init_weight(self, _, arr):
+            for i in range(arr.shape[-1]):
+                arr[..., i] = i
+
+    param = hybrid.Parameter("w", shape=(2, 3), init=Ramp())
+    param.initialize()
+    np.testing.assert_array_equal(np.asarray(param.data()), [[0, 1, 2], [0, 1, 2]])
+    with pytest.raises(NotImplementedError, match="Bare: an Initializer subclass implements"):
+        type("Bare", (hybrid.init.Initializer,), {})()((2,))
