@@ -11,9 +11,8 @@ operator runs on its data. Nothing else changes state during that run (:class:`S
 """
 from __future__ import annotations
 
-import ast
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jax
 import numpy as np
@@ -35,101 +34,73 @@ def operators() -> Any:
     return _F
 
 
-# -- attribute values, as Python values or MXNet's strings ("(3, 3)", "True") ------------------------------
-def _value(v: Any) -> Any:
-    if isinstance(v, str):
-        try:
-            return ast.literal_eval(v.strip())
-        except (ValueError, SyntaxError):
-            lowered = v.strip().lower()
-            if lowered in ("true", "false"):
-                return lowered == "true"
-            return v
-    return v
-
-
-def _int(attrs: dict, name: str, default: Any = None) -> int:
-    v = _value(attrs.get(name, default))
-    if v is None:
-        raise ValueError(f"attribute {name!r} is required to infer the parameter shapes")
-    return int(v)
-
-
-def _bool(attrs: dict, name: str, default: bool) -> bool:
-    return bool(_value(attrs.get(name, default)))
-
-
-def _tuple(attrs: dict, name: str) -> tuple[int, ...]:
-    v = _value(attrs.get(name))
-    if v is None:
-        raise ValueError(f"attribute {name!r} is required to infer the parameter shapes")
-    return (int(v),) if isinstance(v, (int, np.integer)) else tuple(int(d) for d in v)
-
-
-def _axis(shape: tuple, axis: int) -> int:
-    return shape[axis % len(shape)]
-
-
 # -- what MXNet's shape inference gives each operator's parameter inputs --------------------------------
-def _fully_connected(data: tuple, attrs: dict) -> dict:
-    units = _int(attrs, "num_hidden")
-    features = math.prod(data[1:]) if _bool(attrs, "flatten", True) else data[-1]
+def _attrs(attrs: Mapping[str, Any], op: str) -> Any:
+    from .mxnet.ops import Attrs
+    return Attrs(attrs, f"F.{op} (inferring parameter shapes)")
+
+
+def _fully_connected(data: tuple, attrs: Mapping) -> dict:
+    a = _attrs(attrs, "FullyConnected")
+    units = a.int("num_hidden")
+    features = math.prod(data[1:]) if a.bool("flatten", True) else data[-1]
     return {"weight": (units, features), "bias": (units,)}
 
 
-def _channels_last(attrs: dict) -> bool:
-    layout = _value(attrs.get("layout"))
-    return isinstance(layout, str) and layout.endswith("C")
+def _kernel(op: str, attrs: Mapping) -> tuple[tuple[int, ...], int, int, bool]:
+    a = _attrs(attrs, op)
+    return a.tuple("kernel"), a.int("num_filter"), a.int("num_group", 1), (a.str("layout", "") or "").endswith("C")
 
 
-def _convolution(data: tuple, attrs: dict) -> dict:
-    kernel, filters, groups = _tuple(attrs, "kernel"), _int(attrs, "num_filter"), _int(attrs, "num_group", 1)
-    if _channels_last(attrs):
+def _convolution(data: tuple, attrs: Mapping) -> dict:
+    kernel, filters, groups, channels_last = _kernel("Convolution", attrs)
+    if channels_last:
         return {"weight": (filters, *kernel, data[-1] // groups), "bias": (filters,)}
     return {"weight": (filters, data[1] // groups, *kernel), "bias": (filters,)}
 
 
-def _deconvolution(data: tuple, attrs: dict) -> dict:
-    kernel, filters, groups = _tuple(attrs, "kernel"), _int(attrs, "num_filter"), _int(attrs, "num_group", 1)
-    if _channels_last(attrs):
+def _deconvolution(data: tuple, attrs: Mapping) -> dict:
+    kernel, filters, groups, channels_last = _kernel("Deconvolution", attrs)
+    if channels_last:
         return {"weight": (data[-1], *kernel, filters // groups), "bias": (filters,)}
     return {"weight": (data[1], filters // groups, *kernel), "bias": (filters,)}
 
 
-def _per_channel(axis_default: int, names: tuple[str, ...]) -> Callable[[tuple, dict], dict]:
-    def rule(data: tuple, attrs: dict) -> dict:
-        size = _axis(data, _int(attrs, "axis", axis_default))
+def _per_channel(op: str, axis_default: int, names: tuple[str, ...]) -> Callable[[tuple, Mapping], dict]:
+    def rule(data: tuple, attrs: Mapping) -> dict:
+        size = data[_attrs(attrs, op).int("axis", axis_default) % len(data)]
         return {name: (size,) for name in names}
     return rule
 
 
-def _group_norm(data: tuple, attrs: dict) -> dict:
-    groups = _int(attrs, "num_groups", 1)
+def _group_norm(data: tuple, attrs: Mapping) -> dict:
+    groups = _attrs(attrs, "GroupNorm").int("num_groups", 1)
     return {"gamma": (groups,), "beta": (groups,)}
 
 
-def _embedding(data: tuple, attrs: dict) -> dict:
-    return {"weight": (_int(attrs, "input_dim"), _int(attrs, "output_dim"))}
+def _embedding(data: tuple, attrs: Mapping) -> dict:
+    a = _attrs(attrs, "Embedding")
+    return {"weight": (a.int("input_dim"), a.int("output_dim"))}
 
 
-def _leaky_relu(data: tuple, attrs: dict) -> dict:
+def _leaky_relu(data: tuple, attrs: Mapping) -> dict:
     return {"gamma": (data[1] if len(data) > 1 else 1,)}
 
 
 _NORM = ("gamma", "beta")
 _BN = ("gamma", "beta", "moving_mean", "moving_var")
 
-# operator -> (input names in MXNet's order, rule: (data shape, attributes) -> {input name: shape})
-RULES: dict[str, tuple[tuple[str, ...], Callable[[tuple, dict], dict]]] = {
-    "FullyConnected": (("data", "weight", "bias"), _fully_connected),
-    "Convolution": (("data", "weight", "bias"), _convolution),
-    "Deconvolution": (("data", "weight", "bias"), _deconvolution),
-    "BatchNorm": (("data",) + _BN, _per_channel(1, _BN)),
-    "LayerNorm": (("data",) + _NORM, _per_channel(-1, _NORM)),
-    "InstanceNorm": (("data",) + _NORM, _per_channel(1, _NORM)),
-    "GroupNorm": (("data",) + _NORM, _group_norm),
-    "Embedding": (("data", "weight"), _embedding),
-    "LeakyReLU": (("data", "gamma"), _leaky_relu),
+# operator -> rule: (data shape, attributes) -> {parameter input name: shape}
+RULES: dict[str, Callable[[tuple, Mapping], dict]] = {
+    "FullyConnected": _fully_connected,
+    "Convolution": _convolution,
+    "Deconvolution": _deconvolution,
+    "BatchNorm": _per_channel("BatchNorm", 1, _BN),
+    "LayerNorm": _per_channel("LayerNorm", -1, _NORM),
+    "InstanceNorm": _per_channel("InstanceNorm", 1, _NORM),
+    "GroupNorm": _group_norm,
+    "Embedding": _embedding,
+    "LeakyReLU": _leaky_relu,
 }
 # elementwise operators of two same-shaped inputs: an unknown operand takes the other's shape
 _SAME_SHAPE = frozenset({"elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div", "_plus", "_minus",
@@ -197,7 +168,8 @@ def _resolve(op: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         def fill(v: Any) -> Any:
             return v.resolve(tuple(known[0].shape), op) if isinstance(v, Unknown) else v
         return tuple(fill(a) for a in args), {k: fill(v) for k, v in kwargs.items()}
-    names, rule = RULES[op]
+    from .mxnet.ops import get_op
+    names, rule = get_op(op).inputs, RULES[op]
     bound = dict(zip(names, args))
     bound.update((k, v) for k, v in kwargs.items() if k in names)
     data = bound.get("data")
