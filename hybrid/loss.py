@@ -345,6 +345,9 @@ class CosineEmbeddingLoss(Loss):
         dot = jnp.sum(input1 * input2, axis=-1)
         norms = jnp.linalg.norm(input1, axis=-1) * jnp.linalg.norm(input2, axis=-1)
         cos = jnp.reshape(dot / jnp.maximum(norms, 1e-12), (-1, 1))
+        if math.prod(jnp.shape(label)) != cos.shape[0]:
+            raise ShapeError(f"CosineEmbeddingLoss: label must hold one entry per sample, shape ({cos.shape[0]},) "
+                             f"for inputs of shape {jnp.shape(input2)}; got a label of shape {jnp.shape(label)}")
         label = jnp.reshape(label, (-1, 1))
         loss = jnp.where(label == 1, 1 - cos, jnp.where(label == -1, jax.nn.relu(cos - self._margin), 0.0))
         return self._apply_weighting(loss, self._weight, sample_weight)

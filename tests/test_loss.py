@@ -385,3 +385,10 @@ def test_ctc_errors():
         loss.CTCLoss(layout="NCT")
     with pytest.raises(ShapeError, match="batch size 2"):
         loss.CTCLoss()(np.zeros((2, 4, 3), np.float32), np.zeros((3, 2), np.int32))
+
+
+def test_cosine_embedding_label_of_the_wrong_shape_is_named():
+    p = np.ones((4, 3), np.float32)
+    with pytest.raises(ShapeError, match=r"CosineEmbeddingLoss: label must hold one entry per sample, shape \(4,\)"):
+        loss.CosineEmbeddingLoss()(p, p, np.ones((4, 3), np.float32))
+    np.testing.assert_allclose(np.asarray(loss.CosineEmbeddingLoss()(p, p, np.ones(4))), np.zeros((4, 1)), atol=1e-6)
