@@ -150,7 +150,7 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
     for _attempt in range(5):
         tree = unique_params(block.collect_params())
         if params is None:
-            params = [p for p in tree if p._data is not None]
+            params = [p for p in tree if p.is_initialized]
         closed, info = _trace_once(block, params, spec, arrays, attr_inputs)
         read = [key for key in info["attributes"] if key not in attr_inputs and is_array(key[0].__dict__.get(key[1]))]
         if read:  # attributes that held arrays before forward assigned them: their values are inputs

@@ -166,7 +166,7 @@ class CompileFrame(Frame):
             return jnp.zeros(shape, dtype)
 
     def lookup(self, param) -> Any:
-        if param._data is None:
+        if not param.is_initialized:
             return None
         return self.read(("data", param), lambda: param._data)
 

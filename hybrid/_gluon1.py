@@ -277,7 +277,7 @@ def infer_shapes(block: Any, args: tuple, kwargs: dict) -> None:
     ShapeError when an operator needs a shape the declared one excludes.
     """
     unknown = {name: Unknown(block, name, p) for name, p in block._reg_params.items()
-               if p._data is None and p._deferred is not None}
+               if p.is_deferred}
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
     positions = [i for i, leaf in enumerate(leaves) if _abstract(leaf)]
     specs = [jax.ShapeDtypeStruct(tuple(leaves[i].shape), leaves[i].dtype) for i in positions]
@@ -295,13 +295,13 @@ def infer_shapes(block: Any, args: tuple, kwargs: dict) -> None:
         try:
             jax.eval_shape(run, *specs)
         except Exception as exc:
-            left = [u for u in unknown.values() if u.param._data is None]
+            left = [u for u in unknown.values() if not u.param.is_initialized]
             if not left or isinstance(exc, ShapeError):
                 raise
             raise _cannot_infer(block, left, exc) from exc
         finally:
             frame.restore_attributes()
-    left = [u for u in unknown.values() if u.param._data is None]
+    left = [u for u in unknown.values() if not u.param.is_initialized]
     if left:
         raise _cannot_infer(block, left, None)
 

@@ -50,7 +50,7 @@ def state_of(net: Any) -> dict[str, Any]:
     params, attributes = _slots(net)
     state = {}
     for name, param in params.items():
-        state[name] = _lazy.concrete(param._data) if param._data is not None else param.data()  # data() raises
+        state[name] = _lazy.concrete(param._data) if param.is_initialized else param.data()  # data() raises
     for name, (block, attr) in attributes.items():
         state[name] = _lazy.concrete(getattr(block, attr))
     return state

@@ -289,7 +289,7 @@ def value_and_grad(fn: Callable, params: Any, train_mode: bool = True) -> Callab
         names, plist = (list(params.keys()), list(params.values())) if isinstance(params, dict) \
             else (None, list(params))
         unique = [p for p in unique_params(plist) if p.grad_req != "null"]
-        if any(p._data is None for p in unique):
+        if any(not p.is_initialized for p in unique):
             _infer_deferred(fn, args, kwargs)
         values = [p.data() for p in unique]
         updated: list[Parameter] = []

@@ -663,7 +663,7 @@ class Block(Watched, metaclass=_BlockMeta):
     def _init_deferred(self, args: tuple, kwargs: dict) -> bool:
         """Initialise this block's parameters whose shapes waited for inputs like ``args``/``kwargs``
         (:meth:`infer_shape`); False when it has none."""
-        deferred = [p for p in self._reg_params.values() if p._deferred is not None and p._data is None]
+        deferred = [p for p in self._reg_params.values() if p.is_deferred]
         if not deferred:
             return False
         frame = _context.current().frame
@@ -708,7 +708,7 @@ class Block(Watched, metaclass=_BlockMeta):
 
     def infer_shape(self, *args: Any, **kwargs: Any) -> None:
         """Fill in unknown parameter shapes from the first inputs; override in layers that defer."""
-        unknown = [f"{name} {p.shape}" for name, p in self._reg_params.items() if p._data is None]
+        unknown = [f"{name} {p.shape}" for name, p in self._reg_params.items() if not p.is_initialized]
         raise DeferredInitializationError(
             f"parameters {unknown} have unknown shapes and {type(self).__name__} does not implement "
             "infer_shape(); give the shapes explicitly")

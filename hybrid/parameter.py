@@ -153,7 +153,13 @@ class Parameter(Watched):
 
     @property
     def is_initialized(self) -> bool:
+        """True once the parameter holds data."""
         return self._data is not None
+
+    @property
+    def is_deferred(self) -> bool:
+        """True while initialisation waits for the first forward call to learn the shape."""
+        return self._data is None and self._deferred is not None
 
     def __repr__(self) -> str:
         return f"Parameter {self._name} (shape={self._shape}, dtype={self._dtype.name})"

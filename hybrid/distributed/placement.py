@@ -119,7 +119,7 @@ class Placement:
         waiting = []
         with _functional.no_frame(), jax.ensure_compile_time_eval():  # also inside a hybrid.compile trace
             for param, name in self._pending:
-                if param._data is None:
+                if not param.is_initialized:
                     waiting.append((param, name))
                     continue
                 spec = self.rules.spec_for(name) if self.rules is not None else PartitionSpec()

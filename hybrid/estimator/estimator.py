@@ -118,7 +118,7 @@ class Estimator:
 
     def _initialize(self, initializer: Any) -> None:
         params = self.net.collect_params().values()
-        if all(p._data is not None or p._deferred is not None for p in params):
+        if all(p.is_initialized or p.is_deferred for p in params):
             if initializer is not None:
                 warnings.warn("Estimator: the net is already initialised; initializer ignored", stacklevel=3)
             return

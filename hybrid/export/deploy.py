@@ -35,7 +35,7 @@ def export_deployment(block: Any, path: str | os.PathLike, *example_inputs: Any,
     uninitialised parameters; JAX's errors for code that cannot take a symbolic batch.
     """
     params = block._unique_params()
-    uninitialised = [p.name for p in params if p._data is None]
+    uninitialised = [p.name for p in params if not p.is_initialized]
     if uninitialised:
         raise RuntimeError(f"export_deployment: parameters {uninitialised[:5]} are not initialised; initialise the "
                            "block and call it once first")

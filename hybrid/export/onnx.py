@@ -101,11 +101,11 @@ def _check_inputs(example_inputs: Sequence[Any], dynamic_batch: bool) -> list:
 def _complete_parameters(net: Any, arrays: list) -> None:
     """Refuse uninitialised parameters; make one predict-mode call if some still wait for their shapes."""
     params = net._unique_params()
-    uninitialised = [p.name for p in params if p._data is None and p._deferred is None]
+    uninitialised = [p.name for p in params if not p.is_initialized and not p.is_deferred]
     if uninitialised:
         raise RuntimeError(f"to_onnx: parameters {uninitialised[:5]} of {type(net).__name__} are not "
                            "initialised; call net.initialize() first")
-    if any(p._data is None for p in params):
+    if any(not p.is_initialized for p in params):
         with autograd.pause():
             net(*arrays)
 

@@ -96,7 +96,7 @@ class OrbaxBackend(Backend):
     def start(self, tmp: str, net: Any, trainer: Any) -> Callable[[], dict]:
         params, param_entries = [], []
         for param, name in _named_params(net).items():
-            if param._data is None:
+            if not param.is_initialized:
                 raise ValueError(f"save_checkpoint: parameter {name!r} has no value yet (deferred initialisation); "
                                  "run a forward pass before saving")
             value = param.data()
@@ -274,7 +274,7 @@ def _target_sharding(param: Any, shape: tuple, trainer: Any) -> Any:
         name = trainer._names[param]
         spec = placement.rules.spec_for(name) if placement.rules is not None else PartitionSpec()
         return parameter_sharding(name, shape, placement.mesh, spec)
-    if param._data is not None:
+    if param.is_initialized:
         value = param.data()
         return value.sharding if value.committed else None
     return None
@@ -309,7 +309,7 @@ def _trainer_plan(path: str, saved: dict | None, trainer: Any, targets: dict) ->
             continue
         if param in targets:
             shape, dtype, sharding = targets[param]
-        elif param._data is not None:
+        elif param.is_initialized:
             value = param.data()
             shape, dtype, sharding = tuple(value.shape), value.dtype, _target_sharding(param, value.shape, trainer)
         else:
