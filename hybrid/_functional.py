@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _context
+from ._scopes import no_frame  # noqa: F401 - also reached as _functional.no_frame
 from .errors import TransformStateError
 
 
@@ -299,11 +300,3 @@ def activate_compile_frame(new: CompileFrame) -> Iterator[CompileFrame]:
     """Make ``new`` the current frame and the current whole-step frame."""
     with _context.scope(frame=new, tape=None, recording=False):
         yield new
-
-
-@contextmanager
-def no_frame() -> Iterator[None]:
-    """Temporarily run imperatively, e.g. to initialise a parameter during a trace."""
-    from . import _lazy
-    with _context.scope(frame=None, tape=None, recording=False), _lazy.eval_trace():
-        yield

@@ -740,6 +740,7 @@ def parameter_file_loader(params: Mapping[str, Parameter], filename: str, data: 
     """Loading of a parameter file into ``params`` (by name) in two phases: read and check everything now
     (from ``data`` when given, the file's bytes), and return the function that applies it (which cannot
     fail). ``owner`` names the receiver in error messages."""
+    from .export.mxnet_params import TargetNames
     from .export.params_file import load_parameter_file
     if dtype_source not in ("current", "saved"):
         raise ValueError(f"{filename}: dtype_source must be 'current' or 'saved', got {dtype_source!r}")
@@ -775,7 +776,11 @@ def parameter_file_loader(params: Mapping[str, Parameter], filename: str, data: 
                 cast = file_dtype if dtype_source == "saved" else None
             plan.append((param, name, cast))
 
-    loaded = load_parameter_file(filename, dict(params), check, data)
+    first: dict[int, tuple[str, str | None]] = {}
+    for name, param in params.items():
+        first.setdefault(id(param), (name, getattr(param, "_gluon1_name", None)))
+    targets = TargetNames(frozenset(params), tuple(first.values()))
+    loaded = load_parameter_file(filename, targets, check, data)
     plan = [(param, loaded[name], cast) for param, name, cast in plan]
 
     def apply() -> None:

@@ -12,7 +12,7 @@ import os
 import jax
 import numpy as np
 
-from . import _functional
+from . import _context, _scopes
 
 _seed: int = int.from_bytes(os.urandom(4), "little")
 _counter: int = 0
@@ -50,7 +50,7 @@ def base_key() -> jax.Array:
     """The JAX key of the current seed (cached)."""
     global _base_key
     if _base_key is None:
-        with _functional.no_frame(), jax.ensure_compile_time_eval():
+        with _scopes.no_frame(), jax.ensure_compile_time_eval():
             _base_key = jax.random.key(_seed)
     return _base_key
 
@@ -63,13 +63,13 @@ def numpy_rng() -> np.random.Generator:
 def next_key_eager() -> jax.Array:
     """A concrete JAX key for the next draw of the stream."""
     counter = next_counter()
-    with _functional.no_frame(), jax.ensure_compile_time_eval():
+    with _scopes.no_frame(), jax.ensure_compile_time_eval():
         return jax.random.fold_in(base_key(), counter)
 
 
 def next_key() -> jax.Array:
     """A fresh JAX key: from the active frame while tracing, else from the global stream."""
-    frame = _functional.current()
+    frame = _context.current().frame
     if frame is not None:
         return frame.next_key()
     return next_key_eager()

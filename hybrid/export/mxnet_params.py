@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any
+from dataclasses import dataclass
 
 import jax.numpy as jnp
 import numpy as np
 
-from ..parameter import unique_params
 from ..serialization import FormatError
 
-__all__ = ["LIST_MAGIC", "is_mxnet_params", "parse_mxnet_params", "map_mxnet_names"]
+__all__ = ["LIST_MAGIC", "is_mxnet_params", "parse_mxnet_params", "map_mxnet_names", "TargetNames"]
 
 LIST_MAGIC = 0x112
 _V1, _V2, _V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
@@ -139,18 +138,31 @@ def _strip(name: str) -> str:
     return name.split(":", 1)[1] if name.startswith(("arg:", "aux:")) else name
 
 
-def map_mxnet_names(arrays: dict[str, np.ndarray], params: dict[str, Any], where: str) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class TargetNames:
+    """The names an MXNet file's arrays may be given.
+
+    ``names``: every structural name of the block (a shared parameter under each of its names).
+    ``ordered``: one ``(structural name, Gluon 1.x name or None)`` per distinct parameter, in creation order.
+    """
+
+    names: frozenset[str]
+    ordered: tuple[tuple[str, str | None], ...]
+
+
+def map_mxnet_names(arrays: dict[str, np.ndarray], targets: TargetNames, where: str) -> dict[str, np.ndarray]:
     """Rename MXNet's arrays to the block's structural names.
 
     1. ``arg:``/``aux:`` prefixes (module checkpoints, ``export``) are dropped.
-    2. If any name is then a structural name of the block (Gluon 2, or Gluon 1.x
+    2. If any name is then a structural name of the block (``targets.names``; Gluon 2, or Gluon 1.x
        ``save_parameters``: ``'features.0.weight'``), names are used as they are.
     3. Otherwise the file holds Gluon 1.x prefixed names (``'dense0_weight'``,
        ``'hybridsequential0_batchnorm0_moving_mean'``), in parameter creation order:
-       they are matched to the block's parameters in order, each name must end
+       they are matched to ``targets.ordered`` in order, each name must end
        with ``_`` + the parameter's own name (``moving_mean``/``moving_var`` stand
        for ``running_mean``/``running_var``; a parameter made by Gluon 1.x's ``self.params.get(name)``
-       may end with that ``name``), and the counts must agree.
+       may end with that ``name``, its Gluon 1.x name), and the counts must agree.
+    Raises FormatError naming ``where``.
     """
     stripped: dict[str, np.ndarray] = {}
     for name, array in arrays.items():
@@ -158,20 +170,16 @@ def map_mxnet_names(arrays: dict[str, np.ndarray], params: dict[str, Any], where
         if key in stripped:
             raise FormatError(f"{where}: {key!r} appears twice (with and without an arg:/aux: prefix)")
         stripped[key] = array
-    if any(key in params for key in stripped):
+    if any(key in targets.names for key in stripped):
         return stripped
-    first_names: dict[int, str] = {}
-    for name, param in params.items():
-        first_names.setdefault(id(param), name)
-    targets = [first_names[id(p)] for p in unique_params(params)]
-    if len(targets) != len(stripped):
+    if len(targets.ordered) != len(stripped):
         raise FormatError(f"{where}: the MXNet file holds {len(stripped)} arrays with prefixed names "
-                          f"({list(stripped)[:4]}...), the block has {len(targets)} parameters; prefixed names "
+                          f"({list(stripped)[:4]}...), the block has {len(targets.ordered)} parameters; prefixed names "
                           "are matched in creation order, so the counts must agree")
     mapped = {}
-    for position, ((name, array), target) in enumerate(zip(stripped.items(), targets)):
+    for position, ((name, array), (target, gluon1_name)) in enumerate(zip(stripped.items(), targets.ordered)):
         own = target.rsplit(".", 1)[-1]
-        aliases = _STATE_ALIASES.get(own, (own,)) + (getattr(params[target], "_gluon1_name", None) or own,)
+        aliases = _STATE_ALIASES.get(own, (own,)) + (gluon1_name or own,)
         if not any(name.endswith("_" + alias) or name == alias for alias in aliases):
             raise FormatError(f"{where}: cannot match MXNet name {name!r} (position {position}) to parameter "
                               f"{target!r}: the names are matched in creation order and must end in '_{own}'")

@@ -29,7 +29,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from ..distributed.placement import parameter_sharding
 from ..serialization import FormatError
-from .checkpoint import Backend, check_file_entry
+from .checkpoint_backend import Backend, check_file_entry
 
 __all__ = ["OrbaxBackend"]
 

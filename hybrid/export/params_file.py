@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..serialization import FormatError, parse_npz, read_limited, save_arrays
-from .mxnet_params import is_mxnet_params, map_mxnet_names, parse_mxnet_params
+from .mxnet_params import TargetNames, is_mxnet_params, map_mxnet_names, parse_mxnet_params
 from .safetensors_file import is_safetensors_path, looks_like_safetensors, parse_safetensors, save_safetensors
 
 __all__ = ["load_parameter_file", "save_parameter_arrays"]
@@ -22,13 +22,13 @@ def save_parameter_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) ->
         save_arrays(path, arrays)
 
 
-def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None = None,
+def load_parameter_file(path: str | os.PathLike, targets: TargetNames | None = None,
                         check: Callable[[dict[str, tuple]], None] | None = None,
                         data: bytes | None = None) -> dict[str, np.ndarray]:
     """``{name: array}`` from ``path``.
 
     hybrid ``.npz`` and ``.safetensors`` files are read as they are. MXNet files are renamed to the
-    structural names of ``params`` (a block's ``collect_params()``) by the rules of
+    structural names of ``targets`` (a block's parameter names) by the rules of
     :func:`hybrid.export.mxnet_params.map_mxnet_names`. ``check({name: (shape, dtype)})``
     may refuse the file (by raising) before the arrays of an ``.npz`` are decompressed. ``data``,
     the file's bytes when the caller has read them already.
@@ -43,8 +43,8 @@ def load_parameter_file(path: str | os.PathLike, params: dict[str, Any] | None =
         return parse_safetensors(data, path, check)
     if is_mxnet_params(data[:8]):
         arrays = parse_mxnet_params(data, f"parameter file {path!r}")
-        if params is not None:
-            arrays = map_mxnet_names(arrays, params, f"parameter file {path!r}")
+        if targets is not None:
+            arrays = map_mxnet_names(arrays, targets, f"parameter file {path!r}")
         if check is not None:
             check({name: (a.shape, a.dtype) for name, a in arrays.items()})
         return arrays
