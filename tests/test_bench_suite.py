@@ -147,24 +147,6 @@ def test_cpu_dispatch_bench_splits_each_call_into_its_two_parts():
     assert all(cpu > 0 and wall > 0 for cpu, wall in chained.values())
 
 
-def test_packed_states_bench_compares_the_limit_with_packed_momenta():
-    """benchmarks/bench_packed_states.py runs (two calls) and prints, for the limit and the packed-momenta
-    step, a compile time, XLA's memory figure and the per-step times."""
-    import subprocess
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "benchmarks/bench_packed_states.py", "--calls", "2", "--modes", "concat",
-                          "join"], cwd=root, capture_output=True, text=True, check=True, timeout=300).stdout
-    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
-    assert list(rows) == ["limit", "concat", "join"]
-    assert rows["join"][2:] == ["-", "-"]  # compiled and measured, not timed
-    rows = {name: [float(v) for v in row if v != "-"] for name, row in rows.items()}
-    assert all(value > 0 for row in rows.values() for value in row)
-    # the packed buffer is one more array of the momenta's size than the limit's figure
-    assert rows["concat"][1] > rows["limit"][1]
-
-
 def test_eigen_threads_bench_times_both_settings_in_their_own_processes():
     """benchmarks/bench_eigen_threads.py runs one process per setting and prints, for each setting, the
     limit, the Gluon loop and the mean_head loop: ms per step, thread ms per step and the ratio to the limit."""
