@@ -281,6 +281,7 @@ class _NotRecorded:
 if not hasattr(ArrayImpl, "backward"):
     ArrayImpl.backward = _NotRecorded()
 
+Tracer = core.Tracer  # JAX's classes that other modules extend, named here where jax._src is imported
 _DEVICE_ARRAY = {ArrayImpl}
 _REFERENCE = {tuple}
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax
-from jax._src import core
+
+from .._lazy import ArrayImpl, Tracer
 
 __all__ = ["ArrayMethodError", "enable", "disable", "enabled", "OPERATOR_METHODS", "UNAVAILABLE"]
 
@@ -116,7 +117,7 @@ def _as_in_context(self: Any, ctx: Any) -> Any:
     """MXNet's ``x.as_in_context(ctx)``: ``jax.device_put`` onto the context's device."""
     from .context import to_device
     return jax.device_put(self, to_device(ctx)) if isinstance(self, jax.Array) and not isinstance(
-        self, core.Tracer) else self
+        self, Tracer) else self
 
 
 def _wait_to_read(self: Any) -> None:
@@ -139,8 +140,7 @@ def enable() -> None:
     """Give ``jax.Array`` and JAX's tracers MXNet's NDArray methods (idempotent)."""
     if _saved:
         return
-    array_impl = type(jax.numpy.zeros(()))
-    for cls in (array_impl, core.Tracer):
+    for cls in (ArrayImpl, Tracer):
         for name in UNAVAILABLE:
             if not hasattr(cls, name) or name == "grad":
                 _set(cls, name, _unavailable(name))
