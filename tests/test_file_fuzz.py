@@ -11,6 +11,9 @@ import json
 import os
 import pathlib
 import struct
+import subprocess
+import sys
+import time
 import tracemalloc
 
 import numpy as np
@@ -24,6 +27,8 @@ from hybrid.export import FormatError, load_checkpoint, load_parameter_file, par
 from hybrid.export.jsonfile import seal
 
 from helpers import conv_symbol, conv_weights, mx_params
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 BOUNDARY = [0, 1, 0x7F, 0x80, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 2 ** 63 - 1, 2 ** 64 - 1]
@@ -315,3 +320,67 @@ def test_fuzz_export_pair(tmp_path_factory, data):
     assert damaged == original
     np.testing.assert_array_equal(np.asarray(imported(np.ones((1, 3), np.float32))),
                                   np.asarray(net(np.ones((1, 3), np.float32))))
+
+
+def test_a_deployment_whose_check_spins_is_refused_within_its_time_limit(deployment, monkeypatch):
+    from hybrid.export import deploy
+    monkeypatch.setattr(deploy, "_CHILD", "while True: pass")
+    monkeypatch.setattr(deploy, "CHECK_BASE_SECONDS", 3.0)
+    start = time.monotonic()
+    with pytest.raises(FormatError, match=r"did not finish in 3 s .*damaged or forged"):
+        deploy.load_deployment(deployment[0])
+    assert time.monotonic() - start < 15
+
+
+def test_the_check_time_limit_grows_with_the_module_size():
+    from hybrid.export import deploy
+    assert deploy.check_timeout(4096) < 25
+    assert deploy.check_timeout(50 * 2 ** 20) > deploy.check_timeout(2 ** 20) > deploy.check_timeout(4096)
+    assert deploy.check_timeout(10 ** 12) == 600
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                children.append(int(entry))
+    return children
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the checking process")
+def test_the_checking_process_dies_with_the_loading_process(deployment):
+    """Killing a process while its load waits on the compile check leaves no checking process behind."""
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+              "from hybrid.export import deploy\n"
+              "deploy._CHILD = 'while True: pass'\n"
+              f"deploy.load_deployment({deployment[0]!r})\n")
+    loader = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while not _children_of(loader.pid):
+            assert loader.poll() is None and time.monotonic() < deadline, "the load never started its check"
+            time.sleep(0.1)
+        checker = _children_of(loader.pid)[0]
+        time.sleep(0.5)  # let the checker set up its parent-death guard
+    finally:
+        loader.kill()
+        loader.wait()
+    deadline = time.monotonic() + 10
+    while _running(checker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(checker), "the checking process outlived the loading process"
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and has not exited (a zombie waits only for init to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -114,6 +114,30 @@ def load_deployment(path: str | os.PathLike, check_compile: bool = True) -> Call
     return exported.call
 
 
+# The checking child dies with the process that started it (no orphan keeps compiling after its parent
+# is killed) and is bounded in CPU time as well as in wall time.
+_GUARD = """
+import os, sys
+parent, cpu_seconds = int(sys.argv[1]), int(sys.argv[2])
+try:
+    import resource
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+except (ImportError, ValueError, OSError):
+    pass
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG = 1, SIGKILL = 9 (Linux)
+except (OSError, AttributeError):
+    import threading, time
+    def _watch_parent():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=_watch_parent, daemon=True).start()
+if os.getppid() != parent:
+    os._exit(1)
+"""
+
 _CHILD = """
 import sys
 import jax
@@ -123,15 +147,31 @@ shapes = [jax.ShapeDtypeStruct(tuple(d if isinstance(d, int) else 2 for d in a.s
 jax.jit(exported.call).lower(*shapes).compile()
 """
 
+CHECK_BASE_SECONDS = 20.0
+CHECK_SECONDS_PER_MIB = 10.0
+
+
+def check_timeout(nbytes: int) -> float:
+    """Seconds the compile check of a ``nbytes`` module may take: a start-up allowance plus a time
+    proportional to the module's size (a healthy module compiles in a few seconds per MiB of
+    constants), capped at 600 s."""
+    return min(600.0, CHECK_BASE_SECONDS + CHECK_SECONDS_PER_MIB * nbytes / 2 ** 20)
+
 
 def _compile_in_child(data: bytes, path: str) -> None:
-    """Deserialise and compile ``data`` in a child process; FormatError if that crashes or fails."""
+    """Deserialise and compile ``data`` in a child process; FormatError if that crashes, fails, or
+    outlasts :func:`check_timeout`."""
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    timeout = check_timeout(len(data))
+    command = [sys.executable, "-c", _GUARD + _CHILD, str(os.getpid()), str(int(2 * timeout) + 1)]
     try:
-        child = subprocess.run([sys.executable, "-c", _CHILD], input=data, capture_output=True, env=env,
-                               timeout=600)
+        child = subprocess.run(command, input=data, capture_output=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise FormatError(f"deployment file {path!r}: compiling its module did not finish in 600 s") from None
+        raise FormatError(f"deployment file {path!r}: compiling its module did not finish in {timeout:.0f} s (the "
+                          "limit for its size); the module is damaged or forged") from None
+    if hasattr(signal, "SIGXCPU") and child.returncode == -signal.SIGXCPU:
+        raise FormatError(f"deployment file {path!r}: compiling its module ran past its CPU-time limit; the module "
+                          "is damaged or forged")
     if child.returncode < 0:
         name = signal.Signals(-child.returncode).name if -child.returncode in signal.Signals._value2member_map_ \
             else str(-child.returncode)
