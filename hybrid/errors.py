@@ -54,6 +54,11 @@ class FormatError(ValueError):
     """A file is not in the expected format, or is truncated, corrupted or forged."""
 
 
+class RecordIOError(FormatError):
+    """A RecordIO file (``.rec``/``.idx``) or a packed record is damaged: the message names the file, the
+    record (its position or key) and the byte offset."""
+
+
 class ExportError(ValueError):
     """A block or graph cannot be written in the requested format (the message says why and what to use)."""
 

@@ -7,6 +7,7 @@ from . import batchify, vision
 from .batchify import default_batchify_fn
 from .dataloader import DataLoader
 from .dataset import ArrayDataset, Dataset, SimpleDataset
+from .record_dataset import RecordFileDataset
 from ._rng import transform_rng
 from ._worker import WorkerError
 from .sampler import (BatchSampler, FilterSampler, IntervalSampler, RandomSampler, Sampler,
@@ -14,4 +15,4 @@ from .sampler import (BatchSampler, FilterSampler, IntervalSampler, RandomSample
 
 __all__ = ["Dataset", "SimpleDataset", "ArrayDataset", "Sampler", "SequentialSampler", "RandomSampler",
            "BatchSampler", "FilterSampler", "IntervalSampler", "DataLoader", "batchify", "default_batchify_fn",
-           "transform_rng", "vision", "WorkerError"]
+           "transform_rng", "vision", "WorkerError", "RecordFileDataset"]

@@ -22,6 +22,7 @@ _SUBMODULES = {
     "init": "initializer", "initializer": "initializer", "autograd": "autograd", "context": "context",
     "random": "random", "base": "base", "metric": "metric", "optimizer": "optimizer",
     "lr_scheduler": "lr_scheduler", "ops": "ops", "operator": "operator", "array_methods": "array_methods",
+    "recordio": "recordio",
 }
 # attribute -> (submodule, name in it)
 _NAMES = {
