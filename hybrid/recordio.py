@@ -252,7 +252,8 @@ class MXRecordIO:
         """The record starting at byte ``offset`` and the offset after it; (None, offset) at the end."""
         if offset >= self._file_size(offset + 1):
             return None, offset
-        parts: list[bytes] = []
+        joined = bytearray()  # the record so far, when it spans several chunks
+        first = True
         pos = offset
 
         def corrupt(problem: str) -> RecordIOError:
@@ -269,23 +270,25 @@ class MXRecordIO:
             if magic != MAGIC:
                 raise corrupt(f"expected the magic word 0xced7230a, found {magic:#010x}")
             cflag, length = word >> 29, word & _LENGTH_MASK
-            allowed = (0, 1) if not parts else (2, 3)
+            allowed = (0, 1) if first else (2, 3)
             if cflag not in allowed:
-                raise corrupt(f"chunk flag {cflag} where a {'first' if not parts else 'continuation'} chunk "
+                raise corrupt(f"chunk flag {cflag} where a {'first' if first else 'continuation'} chunk "
                               f"(flag {' or '.join(map(str, allowed))}) was expected")
             end = pos + 8 + length + (-length % 4)
             if end > self._file_size(end):
-                raise corrupt(f"the chunk announces {length} bytes but the file holds {max(size - pos - 8, 0)} "
+                raise corrupt(f"the chunk announces {length} bytes but the file holds {max(self._size - pos - 8, 0)} "
                               "after its header (truncated file or damaged length)")
             data = self._reader.read(length, pos + 8)
             if len(data) != length:
                 raise corrupt(f"read {len(data)} of the chunk's {length} bytes (the file shrank while read)")
-            parts.append(data)
             pos = end
-            if cflag in (0, 3):
-                break
-            parts.append(_MAGIC_BYTES)
-        return (parts[0] if len(parts) == 1 else b"".join(parts)), pos
+            if cflag == 0:
+                return data, pos
+            joined += data
+            if cflag == 3:
+                return bytes(joined), pos
+            joined += _MAGIC_BYTES
+            first = False
 
 
 class MXIndexedRecordIO(MXRecordIO):
