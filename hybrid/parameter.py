@@ -270,7 +270,7 @@ class Parameter(Watched):
         if isinstance(value, _lazy.LazyArray) and not value._tape.released:
             self._check_shape(value.shape)
             old, self._data = self._data, value.astype(self._dtype) if value.dtype != self._dtype else value
-            value._tape.write(("data", self), self._data, self._set_computed, replaces=old)
+            value._tape.write(_lazy.Cell("data", self), self._data, self._set_computed, replaces=old)
             return
         if isinstance(value, jax.core.Tracer):
             raise _functional.refusal(f"Parameter {self._name!r}.set_data would store a traced value")

@@ -1,0 +1,177 @@
+"""What a tape records: its nodes, the parameters read, the graphs freed, and the dependencies between slots."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+from jax._src import core
+
+from .slots import SlotRegistry
+
+
+class GradSpec(NamedTuple):
+    """What a gradient node computes: the gradients of ``sum(heads * head_grads)`` with respect to the
+    slots ``wrt``; the slots ``cut`` (freed by an earlier backward) are constants of it."""
+
+    heads: list
+    head_grads: list
+    wrt: list
+    create_graph: bool
+    cut: tuple
+
+
+class RegionSpec(NamedTuple):
+    """A custom_jvp/custom_vjp call: its primal recorded as ``inner`` nodes from ``in_slots`` to
+    ``out_slots``, replayed under the primitive with its ``rules`` and ``bind`` parameters."""
+
+    inner: list
+    in_slots: list
+    out_slots: list
+    rules: tuple
+    bind: dict
+    debug_info: Any
+
+
+class Node:
+    """One staged operation on the slots ``inputs``, writing the slots ``outputs``.
+
+    ``kind`` says what ``op`` and ``params`` are: ``"prim"`` (a JAX primitive and its bind parameters),
+    ``"call"`` (a function of arrays returning a list; params None), ``"grad"`` (op None, a
+    :class:`GradSpec`) or ``"region"`` (the custom derivative primitive, a :class:`RegionSpec`)."""
+
+    __slots__ = ("kind", "op", "params", "inputs", "outputs")
+
+    def __init__(self, kind: str, op: Any, params: Any, inputs: tuple, outputs: tuple):
+        self.kind, self.op, self.params, self.inputs, self.outputs = kind, op, params, inputs, outputs
+
+
+_ABSTRACT: dict = {}  # (primitive, params key, input avals) -> (output avals, has effects)
+
+
+def params_key(params: dict) -> Any:
+    """A primitive's parameters as a hashable key, or None when one of them is unhashable."""
+    try:
+        key = tuple(params.items())
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+def out_avals(prim: core.Primitive, avals: tuple, params: dict, pkey: Any) -> tuple[list, bool]:
+    """The output avals of ``prim`` on ``avals`` (cached per key) and whether it has effects."""
+    key = (prim, pkey, avals) if pkey is not None else None
+    hit = _ABSTRACT.get(key) if key is not None else None
+    if hit is None:
+        out, effects = prim.abstract_eval(*avals, **params)
+        hit = (list(out) if prim.multiple_results else [out], bool(effects))
+        if key is not None:
+            if len(_ABSTRACT) > 4096:
+                _ABSTRACT.clear()
+            _ABSTRACT[key] = hit
+    return hit
+
+
+class Recording:
+    """The nodes of a tape and what is known about them.
+
+    Attributes:
+        nodes: the staged operations, in order.
+        param_slots: Parameter -> slot of the value read while recording (what ``backward`` differentiates).
+        tokens: what the recorded functions depend on (see ``programs.forget_token``).
+        cacheable: False once an operation has unhashable parameters (its program is not cached).
+        freed_heads: heads of each backward()/grad() that freed its graph, in order.
+    """
+
+    __slots__ = ("slots", "nodes", "param_slots", "tokens", "cacheable", "freed_heads", "_freed", "_freed_upto")
+
+    def __init__(self, slots: SlotRegistry):
+        self.slots = slots
+        self.nodes: list[Node] = []
+        self.param_slots: dict[Any, int] = {}
+        self.tokens: set[int] = set()
+        self.cacheable = True
+        self.freed_heads: list[list[int]] = []
+        # the node outputs freed (found from freed_heads on first need: the common step differentiates once)
+        self._freed: set[int] = set()
+        self._freed_upto = 0
+
+    def add(self, kind: str, op: Any, params: Any, in_slots: Sequence[int], out_avals: Sequence,
+            op_key: Any) -> tuple[int, ...]:
+        """Stage one node; returns its output slots."""
+        slots = self.slots
+        outputs = slots.outputs(out_avals)
+        in_slots = tuple(in_slots)
+        self.nodes.append(Node(kind, op, params, in_slots, outputs))
+        slots.key.append((op_key, in_slots))
+        return outputs
+
+    def add_region(self, start: int, key_start: int) -> tuple[list, tuple]:
+        """Take the nodes and key parts recorded since ``start``/``key_start`` out of the recording
+        (the inner nodes of a region), returning them."""
+        inner = self.nodes[start:]
+        inner_key = tuple(self.slots.key[key_start:])
+        del self.nodes[start:], self.slots.key[key_start:]
+        return inner, inner_key
+
+    # parameters ------------------------------------------------------------------------
+    def read_param(self, param: Any, slot: int) -> None:
+        """Note that ``slot`` holds the value of ``param`` read on this tape (the first read counts)."""
+        if param not in self.param_slots:
+            self.param_slots[param] = slot
+
+    def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None, tape: Any) -> Sequence[int]:
+        """:meth:`read_param` for many parameters; returns the slots of ``values``. ``avals`` (their
+        known shapes and dtypes) leaves them out of the key: the caller's node key implies them."""
+        known, slots = self.param_slots, self.slots
+        if avals is not None and known.keys().isdisjoint(params):
+            new = slots.inputs(values, avals)
+            if new is not None:
+                known.update(zip(params, new))
+                return new
+        found = slots.slots_of(values, avals is None, tape)
+        setdefault = known.setdefault
+        for param, slot in zip(params, found):
+            setdefault(param, slot)
+        if avals is not None:
+            avals_list = slots.avals
+            for slot, aval in zip(found, avals):
+                if avals_list[slot] is None:
+                    avals_list[slot] = aval
+        return found
+
+    # dependencies and freed graphs -------------------------------------------------------
+    def depends_on(self, heads: Sequence[int], stop: set[int] | None = None) -> set[int]:
+        """The slots (inputs and node outputs) that the slots ``heads`` are computed from, not looking
+        past the slots in ``stop`` (constants: their own inputs are not included)."""
+        needed = set(heads)
+        if stop:
+            for node in reversed(self.nodes):
+                if not needed.isdisjoint(node.outputs) and not stop.issuperset(needed.intersection(node.outputs)):
+                    needed.update(node.inputs)
+                    if node.kind == "grad":
+                        needed.update(node.params.wrt)
+            return needed
+        for node in reversed(self.nodes):
+            if needed.intersection(node.outputs):
+                needed.update(node.inputs)
+                if node.kind == "grad":
+                    needed.update(node.params.wrt)
+        return needed
+
+    def free(self, head_slots: Sequence[int]) -> None:
+        """Free the graph of the values ``head_slots`` (a backward without ``retain_graph``): they cannot be
+        differentiated again, and the values computed on the way become constants for later gradients,
+        as in MXNet. Tape inputs (parameters, arrays from outside) stay differentiable."""
+        self.freed_heads.append(list(head_slots))
+
+    def freed(self) -> set[int]:
+        """The node outputs freed so far (see :meth:`free`)."""
+        pending = self.freed_heads[self._freed_upto:]
+        if pending:
+            position = self.slots.input_position
+            for heads in pending:
+                reached = self.depends_on(heads, stop=self._freed)
+                self._freed.update(s for s in reached if position[s] is None)
+            self._freed_upto = len(self.freed_heads)
+        return self._freed
+
