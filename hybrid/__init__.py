@@ -21,6 +21,7 @@ from . import model_zoo
 from . import estimator
 from . import amp
 from . import interop
+from . import recordio
 
 __version__ = "0.1.0"
 
@@ -29,4 +30,4 @@ __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "ra
            "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo",
            "compile_caches", "CacheEntry", "set_verbosity", "estimator", "amp",
            "ParameterDict", "interop", "RematPlan", "memory_report", "reset_memory_report", "MemoryReport",
-           "ProgramMemory"]
+           "ProgramMemory", "recordio"]
