@@ -64,8 +64,9 @@ class ExportError(ValueError):
 
 
 class WorkerError(RuntimeError):
-    """An exception raised in a worker process that cannot travel back as itself (its class cannot be
-    rebuilt from its arguments by pickle): its type, message and traceback, as text."""
+    """A DataLoader worker failed in a way that cannot travel back as an exception of its own: an exception
+    pickle cannot rebuild (its type, message and traceback, as text), a sample calling ``sys.exit``, or a
+    worker process that died (killed, exited, crashed), named with its exit status and batch."""
 
 
 class CompileError(HybridizeError):

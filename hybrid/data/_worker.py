@@ -6,6 +6,7 @@ backend, so a fork never copies XLA's threads.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import traceback
 from typing import Any, Callable, Sequence
@@ -13,9 +14,13 @@ from typing import Any, Callable, Sequence
 from . import _rng
 from ..errors import WorkerError  # noqa: F401 (defined with the other errors)
 
+IDLE = -1
+
 _dataset: Any = None
 _batchify_fn: Callable | None = None
 _load_error: str | None = None
+_slots: Any = None  # shared with the parent: (pid, batch being made or IDLE) per worker
+_slot: int | None = None
 
 
 def make_batch(dataset: Any, batchify_fn: Callable, indices: Sequence[int], seed: tuple[int, int],
@@ -25,22 +30,43 @@ def make_batch(dataset: Any, batchify_fn: Callable, indices: Sequence[int], seed
         return batchify_fn([dataset[i] for i in indices])
 
 
-def init_process(payload: bytes) -> None:
-    """Worker process start-up: unpickle the dataset and batchify_fn sent by the parent."""
-    global _dataset, _batchify_fn, _load_error
+def init_process(payload: bytes, slots: Any = None) -> None:
+    """Worker process start-up: unpickle the dataset and batchify_fn sent by the parent, and claim
+    a pair of ``slots`` (a shared int64 array of ``2 * num_workers``) to report the batch in hand."""
+    global _dataset, _batchify_fn, _load_error, _slots, _slot
+    if slots is not None:
+        with slots.get_lock():
+            free = [i for i in range(0, len(slots), 2) if slots[i] == 0]
+            if free:
+                _slots, _slot = slots, free[0]
+                slots[_slot], slots[_slot + 1] = os.getpid(), IDLE
     try:
         _dataset, _batchify_fn = pickle.loads(payload)
     except Exception as exc:  # reported with the first batch, where the parent sees it
         _load_error = f"{type(exc).__name__}: {exc}"
 
 
-def make_batch_in_process(indices: Sequence[int], seed: tuple[int, int]) -> Any:
+def batches_in_hand(slots: Any) -> dict[int, int]:
+    """``{pid: batch number}`` of the workers that were making a batch (read by the parent)."""
+    with slots.get_lock():
+        pairs = [(slots[i], slots[i + 1]) for i in range(0, len(slots), 2)]
+    return {pid: batch for pid, batch in pairs if pid and batch != IDLE}
+
+
+def make_batch_in_process(indices: Sequence[int], seed: tuple[int, int], number: int = IDLE) -> Any:
+    """Batch ``number`` of the epoch (``seed[1]``), made in a worker process. Exceptions that pickle
+    cannot rebuild, and ``SystemExit``, become WorkerError."""
     if _load_error is not None:
         raise RuntimeError(f"DataLoader worker process could not unpickle the dataset and batchify_fn: "
                            f"{_load_error}. Classes and functions they use must be importable by module "
                            "name (not defined in an interactive session).")
+    if _slot is not None:
+        _slots[_slot + 1] = number
     try:
         return make_batch(_dataset, _batchify_fn, indices, seed, reseed_globals=True)
+    except SystemExit as exc:
+        raise WorkerError(f"a sample called sys.exit({exc.code!r}) in a DataLoader worker process\n"
+                          f"worker traceback:\n{traceback.format_exc()}") from None
     except Exception as exc:
         try:
             pickle.loads(pickle.dumps(exc))  # what the parent will do with it
@@ -48,3 +74,6 @@ def make_batch_in_process(indices: Sequence[int], seed: tuple[int, int]) -> Any:
             raise WorkerError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}\n"
                               f"worker traceback:\n{traceback.format_exc()}") from None
         raise
+    finally:
+        if _slot is not None:
+            _slots[_slot + 1] = IDLE

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -15,6 +16,7 @@ import numpy as np
 from .. import _compat
 from .. import random as _random
 from . import _worker
+from ..errors import WorkerError
 from .batchify import default_batchify_fn
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, check_count
 
@@ -132,51 +134,69 @@ class DataLoader:
         self._timeout = float(timeout)
         self._thread_pool = bool(thread_pool)
         self._executor: futures.Executor | None = None
+        self._slots: Any = None
 
     def __len__(self) -> int:
         return len(self._batch_sampler)
 
     def __iter__(self) -> Iterator[Any]:
-        epoch_seed = int(_random.numpy_rng().integers(2 ** 63))
-        if self._num_workers == 0:
-            for k, indices in enumerate(self._batch_sampler):
-                yield _to_jax(_worker.make_batch(self._dataset, self._batchify_fn, indices, (epoch_seed, k)))
-        else:
-            yield from self._iter_workers(epoch_seed)
+        return self._epoch(_to_jax)
 
-    def _iter_workers(self, epoch_seed: int) -> Iterator[Any]:
-        submit = self._start_workers()
+    def _epoch(self, convert: Callable[[Any], Any]) -> Iterator[Any]:
+        """One pass over the batches, each passed through ``convert``. The epoch's seed and the
+        sampler's first draw happen here, in the calling thread, so that they do not depend on when
+        (or in which thread) the batches are consumed."""
+        epoch_seed = int(_random.numpy_rng().integers(2 ** 63))
         batches = enumerate(self._batch_sampler)
+        first = next(batches, None)
+        if first is not None:
+            batches = itertools.chain([first], batches)
+        if self._num_workers == 0:
+            return (convert(_worker.make_batch(self._dataset, self._batchify_fn, indices, (epoch_seed, k)))
+                    for k, indices in batches)
+        return self._iter_workers(epoch_seed, batches, convert)
+
+    def _iter_workers(self, epoch_seed: int, batches: Iterator[tuple[int, Any]],
+                      convert: Callable[[Any], Any]) -> Iterator[Any]:
+        submit = self._start_workers()
         pending: collections.deque = collections.deque()
+        broken = False
         try:
             while True:
-                while len(pending) <= self._prefetch:
+                while not broken and len(pending) <= self._prefetch:
                     k, indices = next(batches, (None, None))
                     if k is None:
                         break
-                    pending.append((k, submit(indices, (epoch_seed, k))))
+                    try:
+                        future = submit(indices, (epoch_seed, k), k)
+                    except futures.BrokenExecutor:  # a worker died; the batches before this one may be ready
+                        future, broken = None, True
+                    pending.append((k, indices, future))
                 if not pending:
                     return
-                k, future = pending.popleft()
-                yield _to_jax(self._result(k, future))
+                k, indices, future = pending.popleft()
+                yield convert(self._result(k, future, [(k, indices)] + [(j, i) for j, i, _ in pending]))
         finally:
-            for _, future in pending:
-                future.cancel()
+            for _, _, future in pending:
+                if future is not None:
+                    future.cancel()
 
-    def _start_workers(self) -> Callable[[Any, tuple[int, int]], futures.Future]:
-        """Start the workers once; return ``submit(indices, seed) -> Future``."""
+    def _start_workers(self) -> Callable[[Any, tuple[int, int], int], futures.Future]:
+        """Start the workers once; return ``submit(indices, seed, batch_number) -> Future``."""
         if self._executor is None:
             if self._thread_pool:
                 self._executor = futures.ThreadPoolExecutor(self._num_workers, "DataLoader")
             else:
+                context = _process_context()
+                self._slots = context.Array("q", 2 * self._num_workers)
                 self._executor = futures.ProcessPoolExecutor(
-                    self._num_workers, mp_context=_process_context(), initializer=_worker.init_process,
-                    initargs=(self._pickled_payload(),))
+                    self._num_workers, mp_context=context, initializer=_worker.init_process,
+                    initargs=(self._pickled_payload(), self._slots))
         executor = self._executor
         if self._thread_pool:
-            return lambda indices, seed: executor.submit(_worker.make_batch, self._dataset, self._batchify_fn,
-                                                         indices, seed)
-        return lambda indices, seed: executor.submit(_worker.make_batch_in_process, indices, seed)
+            return lambda indices, seed, k: executor.submit(_worker.make_batch, self._dataset, self._batchify_fn,
+                                                            indices, seed)
+        return lambda indices, seed, k: executor.submit(_worker.make_batch_in_process, indices, seed, k)
 
     def _pickled_payload(self) -> bytes:
         try:
@@ -188,7 +208,11 @@ class DataLoader:
                 "defined at module level (no lambdas or local functions), or pass thread_pool=True, "
                 "or num_workers=0") from exc
 
-    def _result(self, k: int, future: futures.Future) -> Any:
+    def _result(self, k: int, future: futures.Future | None, in_flight: list[tuple[int, Any]]) -> Any:
+        """The batch of ``future`` (batch ``k``); ``in_flight`` lists ``(number, indices)`` of the
+        batches not yet delivered, to name the one a dead worker was making."""
+        if future is None:
+            self._worker_died(k, in_flight)
         done, _ = futures.wait([future], timeout=self._timeout)
         if not done:
             self.close(wait=False, terminate=True)  # a stuck worker would keep the interpreter from exiting
@@ -198,14 +222,42 @@ class DataLoader:
         try:
             return future.result()
         except futures.BrokenExecutor as exc:
-            dead = _dead_workers(self._executor)
-            self.close(wait=False)
-            raise RuntimeError(f"DataLoader: a worker process{dead} died while making batch {k} (killed, out of "
-                               "memory, or crashed in native code); the next iteration starts new workers") from exc
+            self._worker_died(k, in_flight, exc)
         except Exception as exc:
             if hasattr(exc, "add_note"):
                 exc.add_note(f"(raised in a DataLoader worker while making batch {k})")
             raise
+
+    def _worker_died(self, k: int, in_flight: list[tuple[int, Any]], cause: BaseException | None = None) -> None:
+        """Raise WorkerError for batch ``k``, lost with the process pool, naming the worker that died and
+        the batch it was making; stop the remaining workers so that none outlives the pool."""
+        executor, slots = self._executor, self._slots
+        manager = getattr(executor, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=10)  # it stops the other workers of a broken pool
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        making = _worker.batches_in_hand(slots) if slots is not None else {}
+        self.close(wait=False, terminate=True)
+        for process in processes:
+            process.join(timeout=5)
+            if process.exitcode is None:
+                process.kill()
+                process.join(timeout=5)
+        indices = dict(in_flight)
+        stopped = -signal.SIGTERM  # how the pool ends the workers that survived
+        dead = [p for p in processes if p.exitcode is not None and p.exitcode != stopped] or \
+            [p for p in processes if p.exitcode is not None]
+        described = []
+        for process in dead:
+            fate = _exit_status(process.exitcode)
+            j = making.get(process.pid)
+            doing = (f"died while making batch {j} (sample indices {_short(indices[j])})" if j in indices
+                     else f"died while making batch {j}" if j is not None else "died between batches")
+            described.append(f"worker process (pid {process.pid}, {fate}) {doing}")
+        who = "; ".join(described) if described else "a worker process died"
+        raise WorkerError(f"DataLoader: {who}; a worker dies when it is killed, runs out of memory or crashes in "
+                          f"native code. Batch {k} and the later batches of this epoch were lost with the worker "
+                          "pool; the workers were stopped and the next iteration starts new ones") from cause
 
     def close(self, wait: bool = True, terminate: bool = False) -> None:
         """Stop the workers (a later iteration starts new ones). ``terminate`` kills worker processes
@@ -225,12 +277,13 @@ class DataLoader:
             pass
 
 
-def _dead_workers(executor: Any) -> str:
-    """`` (pid 123, exit code -9 (SIGKILL))`` for the worker processes of ``executor`` that ended."""
-    described = []
-    for process in list((getattr(executor, "_processes", None) or {}).values()):
-        code = process.exitcode
-        if code is not None:
-            name = f" ({signal.Signals(-code).name})" if code < 0 and -code in signal.Signals._value2member_map_ else ""
-            described.append(f"pid {process.pid}, exit code {code}{name}")
-    return f" ({'; '.join(described)})" if described else ""
+def _exit_status(code: int) -> str:
+    """``exit code 3`` or ``exit code -9: killed by SIGKILL``."""
+    if code < 0 and -code in signal.Signals._value2member_map_:
+        return f"exit code {code}: killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+def _short(indices: Any, limit: int = 8) -> str:
+    indices = list(indices)
+    return str(indices) if len(indices) <= limit else f"[{', '.join(map(str, indices[:limit]))}, ...]"
