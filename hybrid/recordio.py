@@ -109,7 +109,7 @@ class MXRecordIO:
         self._fd = -1
         self._reader: _PositionalReader | None = None
         self._pos = 0
-        self._records = 0  # records read since the start (names the record in errors)
+        self._records: int | None = 0  # records read from the start (None after a seek): names them in errors
         self._size = 0
         self.open()
 
@@ -226,10 +226,11 @@ class MXRecordIO:
             RecordIOError: the record is damaged or truncated (names the file, the record and the offset).
         """
         self._check_readable("read")
-        record, end = self._read_at(self._pos, f"record {self._records}")
+        count = self._records
+        record, end = self._read_at(self._pos, "record" if count is None else f"record {count}")
         if record is not None:
             self._pos = end
-            self._records += 1
+            self._records = None if count is None else count + 1
         return record
 
     def _check_open(self, what: str) -> None:
@@ -370,6 +371,7 @@ class MXIndexedRecordIO(MXRecordIO):
         """Moves the reader to the record of key ``idx`` (KeyError when the index has no such key)."""
         self._check_readable("seek")
         self._pos = self._offset(idx)
+        self._records = None
 
     def _offset(self, key: Any) -> int:
         try:
@@ -391,7 +393,7 @@ class MXIndexedRecordIO(MXRecordIO):
         if record is None:
             raise RecordIOError(f"{self.idx_path}: key {idx!r} points at byte offset {offset}, at or past the "
                                 f"end of {self.uri} ({self._size} bytes): the index does not match the file")
-        self._pos = end
+        self._pos, self._records = end, None
         return record
 
     def write_idx(self, idx: Any, buf: bytes) -> None:
