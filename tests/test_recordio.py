@@ -394,3 +394,74 @@ def test_record_file_dataset_with_workers():
         loader.close()
     np.testing.assert_array_equal(np.concatenate([x for x, _ in batches]), np.stack([x for x, _ in want]))
     assert np.concatenate([n for _, n in batches]).tolist() == [n for _, n in want] == [12, 11, 0, 11]
+
+
+def test_image_record_dataset_matches_gluons_on_im2rec_files():
+    from hybrid.data.vision import ImageRecordDataset
+    expected = EXPECTED["im2rec"]
+    dataset = ImageRecordDataset(str(FIXTURES / "im2rec.rec"))
+    assert len(dataset) == len(expected["samples"]) == 4
+    for i, sample in enumerate(expected["samples"]):
+        image, label = dataset[i]
+        assert image.dtype == np.uint8 and image.shape == (5, 4, 3)
+        np.testing.assert_array_equal(image, array(sample["image"]))  # PNG: exact
+        np.testing.assert_array_equal(image, array(expected["sources"][expected["lst"][i][2]]))
+        assert isinstance(label, float) and label == sample["label"]
+    multi = ImageRecordDataset(str(FIXTURES / "im2rec-multi.rec"), flag=0)
+    for i, sample in enumerate(expected["multi_samples"]):
+        image, label = multi[i]
+        assert image.shape == (5, 4, 1) and image.dtype == np.uint8
+        assert np.abs(image.astype(int) - array(sample["image"])).max() <= 1  # colour -> grey rounding
+        assert label.dtype == np.float32 and label.tolist() == sample["label"]
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_image_record_dataset_decodes_jpeg_and_png_like_gluon(flag):
+    from hybrid.data.vision import ImageRecordDataset
+    seen = []
+    dataset = ImageRecordDataset(str(FIXTURES / "images.rec"), flag=flag,
+                                 transform=lambda image, label: seen.append(label) or (image, label))
+    for i, item in enumerate(EXPECTED["images"]):
+        image, label = dataset[i]
+        want = array(item[f"imdecode_flag{flag}"])
+        assert image.shape == want.shape and image.dtype == np.uint8
+        tolerance = JPEG_TOLERANCE if item["format"] == ".jpg" else int(flag == 0 and item["name"] != "grey")
+        assert np.abs(image.astype(int) - want).max() <= tolerance, item["name"] + item["format"]
+        if isinstance(item["header"]["label"], list):
+            assert label.tolist() == item["header"]["label"]
+        else:
+            assert label == item["header"]["label"]
+    assert len(seen) == len(EXPECTED["images"])
+
+
+def test_image_record_dataset_errors(tmp_path):
+    from hybrid.data.vision import ImageRecordDataset
+    with pytest.raises(ValueError, match="flag must be 1 .* or 0"):
+        ImageRecordDataset(str(FIXTURES / "images.rec"), flag=-1)
+    with MXIndexedRecordIO(tmp_path / "bad.idx", tmp_path / "bad.rec", "w") as writer:
+        writer.write_idx(5, recordio.pack(IRHeader(0, 1.0, 0, 0), b"not an image"))
+        writer.write_idx(6, b"short")
+    dataset = ImageRecordDataset(str(tmp_path / "bad.rec"))
+    with pytest.raises(ValueError, match=r"bad\.rec, record of key 5"):
+        dataset[0]
+    with pytest.raises(RecordIOError, match=r"bad\.rec, record of key 6: unpack: a record of 5 bytes"):
+        dataset[1]
+
+
+def chw_float(image):
+    """ToTensor's layout and scale (picklable for workers)."""
+    return image.transpose(2, 0, 1).astype(np.float32) / 255
+
+
+def test_image_record_dataset_with_workers():
+    from hybrid.data.vision import ImageRecordDataset
+    dataset = ImageRecordDataset(str(FIXTURES / "im2rec.rec")).transform_first(chw_float)
+    loader = data.DataLoader(dataset, batch_size=3, num_workers=2)
+    try:
+        batches = [(np.asarray(x), np.asarray(y)) for x, y in loader]
+    finally:
+        loader.close()
+    samples = EXPECTED["im2rec"]["samples"]
+    want = np.stack([array(s["image"]).transpose(2, 0, 1) / np.float32(255) for s in samples])
+    np.testing.assert_allclose(np.concatenate([x for x, _ in batches]), want, atol=1e-6)
+    assert np.concatenate([y for _, y in batches]).tolist() == [s["label"] for s in samples]

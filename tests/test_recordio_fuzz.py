@@ -207,3 +207,21 @@ def test_chunk_flags_out_of_sequence_are_refused(tmp_path, flags):
     with MXRecordIO(path, "r") as reader:
         with pytest.raises(RecordIOError, match=r"chunk flag \d where a (first|continuation) chunk"):
             reader.read()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzz_image_record_dataset(tmp_path, data):
+    """Damaged image records give a sample or a ValueError (RecordIOError, or the decoder's) naming the file."""
+    from hybrid.data.vision import ImageRecordDataset
+    original = (FIXTURES / "images.rec").read_bytes()
+    (tmp_path / "i.rec").write_bytes(mutate(original, data.draw(mutations(len(original)))))
+    (tmp_path / "i.idx").write_bytes((FIXTURES / "images.idx").read_bytes())
+    dataset = ImageRecordDataset(str(tmp_path / "i.rec"))
+    for i in range(len(dataset)):
+        try:
+            image, _ = dataset[i]
+        except ValueError as exc:
+            assert "i.rec" in str(exc)
+            continue
+        assert image.dtype.name == "uint8" and image.ndim == 3 and image.shape[2] == 3

@@ -1,5 +1,6 @@
 """Vision datasets and NumPy image transforms (mirrors ``gluon.data.vision``)."""
 from . import transforms
 from .datasets import CIFAR10, CIFAR100, MNIST, FashionMNIST
+from .record_datasets import ImageRecordDataset
 
-__all__ = ["transforms", "MNIST", "FashionMNIST", "CIFAR10", "CIFAR100"]
+__all__ = ["transforms", "MNIST", "FashionMNIST", "CIFAR10", "CIFAR100", "ImageRecordDataset"]
