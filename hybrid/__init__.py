@@ -13,6 +13,7 @@ from . import export
 from .export import SymbolBlock
 from ._inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
 from .compile_log import set_verbosity
+from .compilation_cache import get_compilation_cache, set_compilation_cache
 from .graph.memory.remat import RematPlan
 from ._memory_report import MemoryReport, ProgramMemory, memory_report, reset_memory_report
 from .parameter import Constant, Parameter, ParameterDict
@@ -28,6 +29,6 @@ __version__ = "0.1.0"
 __all__ = ["autograd", "errors", "graph", "init", "loss", "nn", "optimizer", "random", "Block", "HybridBlock",
            "Parameter", "Constant", "Trainer", "inspect", "Inspection", "data", "utils", "lr_scheduler", "metric",
            "compile", "CompiledStep", "export", "SymbolBlock", "rnn", "distributed", "memory_plan", "model_zoo",
-           "compile_caches", "CacheEntry", "set_verbosity", "estimator", "amp",
-           "ParameterDict", "interop", "RematPlan", "memory_report", "reset_memory_report", "MemoryReport",
-           "ProgramMemory", "recordio"]
+           "compile_caches", "CacheEntry", "set_verbosity", "estimator", "amp", "set_compilation_cache",
+           "get_compilation_cache", "ParameterDict", "interop", "RematPlan", "memory_report", "reset_memory_report",
+           "MemoryReport", "ProgramMemory", "recordio"]
