@@ -1,10 +1,4 @@
-"""Image transforms on NumPy arrays (mirrors ``gluon.data.vision.transforms``).
-
-Images are HWC arrays (``(H, W)`` and batches ``(N, H, W, C)`` work where it
-makes sense) until ``ToTensor`` turns them into CHW float32. Every transform is
-a plain picklable callable that uses NumPy only, so it can run in DataLoader
-worker processes. Random transforms draw from ``hybrid.data.transform_rng()``.
-"""
+"""Geometric transforms of HWC images: resizing, cropping, flipping."""
 from __future__ import annotations
 
 import math
@@ -12,75 +6,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .._rng import transform_rng
-from ._image import crop, fit_inside, hw_axes, interpolation_name, resize, size_wh
-
-__all__ = ["Compose", "Cast", "ToTensor", "Normalize", "Resize", "CenterCrop", "RandomResizedCrop",
-           "RandomFlipLeftRight", "RandomCrop"]
-
-
-class Compose:
-    """Applies ``transforms`` in order: ``Compose([Resize(32), ToTensor()])``."""
-
-    def __init__(self, transforms: Sequence[Callable]):
-        self._transforms = list(transforms)
-
-    def __call__(self, x: Any) -> Any:
-        for transform in self._transforms:
-            x = transform(x)
-        return x
-
-    def __repr__(self) -> str:
-        return f"Compose({self._transforms!r})"
-
-
-class Cast:
-    """Converts to ``dtype`` (default float32)."""
-
-    def __init__(self, dtype: Any = "float32"):
-        self._dtype = np.dtype(dtype)
-
-    def __call__(self, x: Any) -> np.ndarray:
-        return np.asarray(x).astype(self._dtype, copy=False)
-
-
-class ToTensor:
-    """HWC image with values in [0, 255] -> CHW float32 in [0, 1] (NHWC -> NCHW for a batch).
-
-    Raises ValueError for inputs that are not 3-D or 4-D.
-    """
-
-    def __call__(self, x: Any) -> np.ndarray:
-        x = np.asarray(x)
-        if x.ndim not in (3, 4):
-            raise ValueError(f"ToTensor: expected an (H, W, C) image or an (N, H, W, C) batch, got shape {x.shape}")
-        axes = (2, 0, 1) if x.ndim == 3 else (0, 3, 1, 2)
-        return np.transpose(x, axes).astype(np.float32) / np.float32(255)
-
-
-class Normalize:
-    """``(x[c] - mean[c]) / std[c]`` on CHW images (or NCHW batches); returns float32.
-
-    ``mean`` and ``std`` are numbers or one value per channel. Raises ValueError when
-    their length matches neither 1 nor the number of channels.
-    """
-
-    def __init__(self, mean: float | Sequence[float] = 0.0, std: float | Sequence[float] = 1.0):
-        self._mean = np.asarray(mean, np.float32).reshape(-1)
-        self._std = np.asarray(std, np.float32).reshape(-1)
-
-    def __call__(self, x: Any) -> np.ndarray:
-        x = np.asarray(x, np.float32)
-        if x.ndim not in (3, 4):
-            raise ValueError(f"Normalize: expected a (C, H, W) image or an (N, C, H, W) batch, got shape {x.shape}")
-        channels = x.shape[-3]
-        stats = []
-        for name, value in (("mean", self._mean), ("std", self._std)):
-            if value.size not in (1, channels):
-                raise ValueError(f"Normalize: {name} has {value.size} values but the input has {channels} "
-                                 f"channels (shape {x.shape})")
-            stats.append(value.reshape(-1, 1, 1))
-        return (x - stats[0]) / stats[1]
+from ..._rng import transform_rng
+from .._image import fit_inside, hw_axes, interpolation_name, resize, size_wh
+from ._fast_resize import crop_resize
 
 
 class Resize:
@@ -105,7 +33,9 @@ class Resize:
         if self._shorter_side is not None:
             h, w, short = x.shape[ax_h], x.shape[ax_w], self._shorter_side
             width, height = (short, int(h * short / w)) if h > w else (int(w * short / h), short)
-        return resize(x, width, height, self._method)
+        if x.ndim == 4:
+            return resize(x, width, height, self._method)
+        return crop_resize(x, 0, 0, x.shape[ax_w], x.shape[ax_h], (width, height), self._method)
 
 
 class CenterCrop:
@@ -124,7 +54,7 @@ class CenterCrop:
         ax_h, ax_w = hw_axes(x, "CenterCrop")
         h, w = x.shape[ax_h], x.shape[ax_w]
         cw, ch = fit_inside(w, h, *self._size)
-        return crop(x, (w - cw) // 2, (h - ch) // 2, cw, ch, self._size, self._method)
+        return crop_resize(x, (w - cw) // 2, (h - ch) // 2, cw, ch, self._size, self._method)
 
 
 class RandomResizedCrop:
@@ -157,19 +87,35 @@ class RandomResizedCrop:
             cw, ch = round(math.sqrt(area * aspect)), round(math.sqrt(area / aspect))
             if 0 < cw <= w and 0 < ch <= h:
                 x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
-                return crop(x, x0, y0, cw, ch, self._size, self._method)
+                return crop_resize(x, x0, y0, cw, ch, self._size, self._method)
         return self._fallback(x)
 
 
-class RandomFlipLeftRight:
-    """Mirrors the image horizontally with probability ``p`` (0.5)."""
+class _RandomFlip:
+    _axis = 0
 
     def __init__(self, p: float = 0.5):
-        self._p = p
+        if not 0 <= p <= 1:
+            raise ValueError(f"{type(self).__name__}: p must be a probability in [0, 1], got {p!r}")
+        self.p = float(p)
 
     def __call__(self, x: Any) -> np.ndarray:
         x = np.asarray(x)
-        return np.flip(x, hw_axes(x, "RandomFlipLeftRight")[1]) if transform_rng().random() < self._p else x
+        axis = hw_axes(x, type(self).__name__)[self._axis]
+        return np.flip(x, axis) if transform_rng().random() < self.p else x
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(p={self.p})"
+
+
+class RandomFlipLeftRight(_RandomFlip):
+    """Mirrors the width axis with probability ``p`` (0.5). Raises ValueError for ``p`` outside [0, 1]."""
+    _axis = 1
+
+
+class RandomFlipTopBottom(_RandomFlip):
+    """Mirrors the height axis with probability ``p`` (0.5). Raises ValueError for ``p`` outside [0, 1]."""
+    _axis = 0
 
 
 class RandomCrop:
@@ -213,4 +159,36 @@ class RandomCrop:
         cw, ch = fit_inside(w, h, *self._size)
         rng = transform_rng()
         x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
-        return crop(x, x0, y0, cw, ch, self._size, self._method)
+        return crop_resize(x, x0, y0, cw, ch, self._size, self._method)
+
+
+class CropResize:
+    """Crops the ``width`` x ``height`` window whose top-left pixel is ``(x, y)``, then resizes it
+    to ``size`` (an int: square, or ``(width, height)``) when ``size`` is given.
+
+    Works on HWC/HW images and NHWC batches. ``interpolation`` is as in ``Resize``
+    (None: bilinear). Raises ValueError for a negative corner, a non-positive window,
+    or, when called, a window that leaves the image.
+    """
+
+    def __init__(self, x: int, y: int, width: int, height: int, size: int | tuple[int, int] | None = None,
+                 interpolation: Any = None):
+        for name, value, low in (("x", x, 0), ("y", y, 0), ("width", width, 1), ("height", height, 1)):
+            if not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"CropResize: {name} must be an int >= {low}, got {value!r}")
+        self._box = int(x), int(y), int(width), int(height)
+        self._size = size_wh(size, "CropResize") if size is not None else None
+        self._method = interpolation_name(1 if interpolation is None else interpolation, "CropResize")
+
+    def __call__(self, img: Any) -> np.ndarray:
+        img = np.asarray(img)
+        ax_h, ax_w = hw_axes(img, "CropResize")
+        x, y, width, height = self._box
+        if x + width > img.shape[ax_w] or y + height > img.shape[ax_h]:
+            raise ValueError(f"CropResize: the window x={x}, y={y}, width={width}, height={height} does not fit "
+                             f"in an image of width {img.shape[ax_w]} and height {img.shape[ax_h]} (shape {img.shape})")
+        if self._size is None:
+            index = [slice(None)] * img.ndim
+            index[ax_h], index[ax_w] = slice(y, y + height), slice(x, x + width)
+            return img[tuple(index)]
+        return crop_resize(img, x, y, width, height, self._size, self._method)
