@@ -485,7 +485,8 @@ def pack_img(header: IRHeader | tuple, img: np.ndarray, quality: int = 95, img_f
         img_fmt: ``'.jpg'``/``'.jpeg'`` or ``'.png'``.
 
     Raises:
-        ValueError: another format, quality or image layout; ImportError without Pillow.
+        ValueError: another format, quality or image layout.
+        ImportError: Pillow is not installed.
     """
     fmt = str(img_fmt).upper()
     if fmt not in _JPEG + _PNG:
@@ -525,7 +526,9 @@ def unpack_img(s: bytes, iscolor: int = -1) -> tuple[IRHeader, np.ndarray]:
     For RGB images use ``hybrid.data.vision.ImageRecordDataset`` or reverse the last axis.
 
     Raises:
-        ValueError: ``iscolor`` is not -1, 0 or 1; RecordIOError: the payload is not a readable image.
+        ValueError: ``iscolor`` is not -1, 0 or 1.
+        RecordIOError: the payload is not a readable image.
+        ImportError: Pillow is not installed.
     """
     if iscolor not in (-1, 0, 1):
         raise ValueError(f"unpack_img: iscolor must be -1 (unchanged), 0 (grey) or 1 (colour), got {iscolor!r}")

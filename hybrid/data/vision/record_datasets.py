@@ -24,8 +24,9 @@ class ImageRecordDataset(RecordFileDataset):
     (``IRHeader.flag > 0``). Images are decoded with Pillow (``pip install hybrid[vision]``).
 
     Raises:
-        ValueError: ``flag`` is not 0 or 1; RecordIOError: a damaged record (names the file and the key);
-        ValueError from the decoder: a payload that is not a readable image.
+        ValueError: ``flag`` is not 0 or 1, or (``__getitem__``) a payload is not a readable image (the message
+            names the file and the key).
+        RecordIOError: (``__getitem__``) a damaged record (names the file, the key and the byte offset).
     """
 
     def __init__(self, filename: str | os.PathLike, flag: int = 1, transform: Callable | None = None):
