@@ -158,8 +158,10 @@ def _from_environment() -> None:
     """The setting at import: the user's JAX configuration if any, else ``$HYBRID_COMPILATION_CACHE``,
     else the default directory."""
     if jax.config.jax_compilation_cache_dir is not None or not jax.config.jax_enable_compilation_cache:
+        size = jax.config.jax_compilation_cache_max_size
         with _lock:
-            _state.update(path=jax.config.jax_compilation_cache_dir, source="jax")
+            _state.update(path=jax.config.jax_compilation_cache_dir, max_size=None if size == -1 else size,
+                          source="jax")
         return
     value = os.environ.get(ENV_VAR, "").strip()
     if value.lower() in _OFF_WORDS:
