@@ -11,7 +11,7 @@ donated buffers. Printed, each as a ratio to the limit:
   with ``Trainer(..., keep_grads=False)`` (``no_grads``: gradients not kept after the step),
   nothing hybridized (``eager``), and ``hybrid.compile`` of the same step;
 - the CPU time the calling thread spends per step in the same rounds: Python, dispatch, and the part of
-  each program XLA:CPU runs in the calling thread (see ``bench_cpu_dispatch.py``). Other processes on the
+  each program XLA:CPU runs in the calling thread (docs/benchmarks.md, "Retired investigations"). Other processes on the
   machine change it much less than the wall time;
 - the recorded step's program on its own, called back to back like the limit (what the loop would cost
   without its Python);

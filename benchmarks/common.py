@@ -31,21 +31,6 @@ def interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int = 30,
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def back_to_back(run: Callable[[], object], calls: int) -> tuple[float, float]:
-    """Median microseconds of calling-thread CPU time and of wall time per call of ``run()``, over 10
-    rounds of ``calls`` calls issued without waiting (as a training loop issues its steps)."""
-    cpu, wall = [], []
-    for _ in range(10):
-        block(run())
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        for _ in range(calls):
-            out = run()
-        cpu.append((time.thread_time() - start_cpu) / calls)
-        block(out)
-        wall.append((time.perf_counter() - start) / calls)
-    return statistics.median(cpu) * 1e6, statistics.median(wall) * 1e6
-
-
 def chained(step: Callable[[object], list], first: object) -> Callable[[], object]:
     """``run()`` calling ``step(result of the last call)`` (``first`` at the first call) and returning the
     last element of its result: a donating program fed its own outputs, as in a training loop."""

@@ -1,7 +1,7 @@
 """The benchmark suite: every model as train step and inference, in every framework, in ONE run.
 
     python benchmarks/run_suite.py [--models mlp33 cnn] [--frameworks hybrid_eager jax_handwritten]
-                                   [--repeats 15] [--budget 90] [--quick] [--out benchmarks/results/suite]
+                                   [--repeats 15] [--budget 90] [--quick] [--out benchmarks/results/suite-cpu]
 
 For each model, one worker process per framework (benchmarks/suite/worker.py) builds the model from the
 shared canonical parameters; MXNet workers run on the MXNet virtual environment's interpreter. The runner
@@ -236,7 +236,7 @@ def main() -> None:
                              "frameworks' own defaults, unpinned)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: defaults of 3 rounds, 10 s budget, 10 ms samples")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "suite"),
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "suite-cpu"),
                         help="output path prefix for .json, .txt and .png")
     args = parser.parse_args()
     for name, (full, quick) in {"repeats": (15, 3), "budget": (90.0, 10.0), "sample_ms": (50.0, 10.0)}.items():

@@ -125,46 +125,6 @@ def test_runner_end_to_end(tmp_path):
     assert "jax_handwritten" in out.with_suffix(".txt").read_text()
 
 
-def test_cpu_dispatch_bench_splits_each_call_into_its_two_parts():
-    """benchmarks/bench_cpu_dispatch.py runs (two calls per program) and prints, for each of its five
-    programs, the time until the call returns and the wait after it, which add up to the call's time;
-    then, for three of them called back to back, the calling thread's CPU time and the wall time."""
-    import subprocess
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "benchmarks/bench_cpu_dispatch.py", "--calls", "2"], cwd=root,
-                         capture_output=True, text=True, check=True, timeout=300).stdout
-    lines = out.splitlines()
-    second = next(i for i, line in enumerate(lines) if line.startswith("called back to back"))
-    rows = {line.split()[0]: line.split()[1:] for line in lines[1:second]}
-    assert list(rows) == ["wide", "deep", "limit", "recorded", "tiny136"]
-    for returned, waited, share, *_ in rows.values():
-        assert float(returned) > 0 and float(waited) >= 0
-        assert abs(int(share.rstrip("%")) - 100 * float(returned) / (float(returned) + float(waited))) <= 1
-    chained = {line.split()[0]: [float(v) for v in line.split()[1:]] for line in lines[second + 1:]}
-    assert list(chained) == ["limit", "recorded", "tiny136"]
-    assert all(cpu > 0 and wall > 0 for cpu, wall in chained.values())
-
-
-def test_eigen_threads_bench_times_both_settings_in_their_own_processes():
-    """benchmarks/bench_eigen_threads.py runs one process per setting and prints, for each setting, the
-    limit, the Gluon loop and the mean_head loop: ms per step, thread ms per step and the ratio to the limit."""
-    import subprocess
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "benchmarks/bench_eigen_threads.py", "--processes", "1", "--rounds", "2",
-                          "--steps", "3"], cwd=root, capture_output=True, text=True, check=True, timeout=600).stdout
-    rows = [line.rsplit(None, 5) for line in out.splitlines()[2:]]
-    assert [(setting.strip(), variant) for setting, variant, *_ in rows] == [
-        (s, v) for s in ("default", "one-thread products") for v in ("limit", "gluon_loop", "mean_head")]
-    for _, variant, ms, thread_ms, ratio, spread in rows:
-        assert float(ms) > 0 and float(thread_ms) > 0 and float(ratio.rstrip("x")) > 0
-        if variant == "limit":
-            assert ratio == "1.00x" and spread == "1.00"
-
-
 def test_memory_bench_measures_remat_and_budgets(tmp_path):
     """benchmarks/bench_memory.py on a small MLP: one row per remat setting and step kind with XLA's figures,
     where remat lowers the activation memory, and the byte-budget table: a reachable budget's plan fits, an

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import warnings
 from concurrent import futures
 from typing import Any, Callable, Iterator
 
@@ -158,6 +159,8 @@ class DataLoader:
 
     def _iter_workers(self, epoch_seed: int, batches: Iterator[tuple[int, Any]],
                       convert: Callable[[Any], Any]) -> Iterator[Any]:
+        if self._executor is not None and getattr(self._executor, "_broken", False):
+            self._replace_dead_pool()
         submit = self._start_workers()
         pending: collections.deque = collections.deque()
         broken = False
@@ -228,9 +231,8 @@ class DataLoader:
                 exc.add_note(f"(raised in a DataLoader worker while making batch {k})")
             raise
 
-    def _worker_died(self, k: int, in_flight: list[tuple[int, Any]], cause: BaseException | None = None) -> None:
-        """Raise WorkerError for batch ``k``, lost with the process pool, naming the worker that died and
-        the batch it was making; stop the remaining workers so that none outlives the pool."""
+    def _stop_dead_pool(self) -> tuple[list, dict[int, int]]:
+        """Stop the workers of a pool that lost one; return its processes and ``{pid: batch being made}``."""
         executor, slots = self._executor, self._slots
         manager = getattr(executor, "_executor_manager_thread", None)
         if manager is not None:
@@ -243,21 +245,22 @@ class DataLoader:
             if process.exitcode is None:
                 process.kill()
                 process.join(timeout=5)
-        indices = dict(in_flight)
-        stopped = -signal.SIGTERM  # how the pool ends the workers that survived
-        dead = [p for p in processes if p.exitcode is not None and p.exitcode != stopped] or \
-            [p for p in processes if p.exitcode is not None]
-        described = []
-        for process in dead:
-            fate = _exit_status(process.exitcode)
-            j = making.get(process.pid)
-            doing = (f"died while making batch {j} (sample indices {_short(indices[j])})" if j in indices
-                     else f"died while making batch {j}" if j is not None else "died between batches")
-            described.append(f"worker process (pid {process.pid}, {fate}) {doing}")
-        who = "; ".join(described) if described else "a worker process died"
-        raise WorkerError(f"DataLoader: {who}; a worker dies when it is killed, runs out of memory or crashes in "
-                          f"native code. Batch {k} and the later batches of this epoch were lost with the worker "
-                          "pool; the workers were stopped and the next iteration starts new ones") from cause
+        return processes, making
+
+    def _replace_dead_pool(self) -> None:
+        """A worker died while no batch was asked for (between epochs): warn, and let new workers start."""
+        processes, making = self._stop_dead_pool()
+        warnings.warn(f"DataLoader: {_describe_dead(processes, making, {})} while the loader was idle; "
+                      "starting new workers", RuntimeWarning, stacklevel=3)
+
+    def _worker_died(self, k: int, in_flight: list[tuple[int, Any]], cause: BaseException | None = None) -> None:
+        """Raise WorkerError for batch ``k``, lost with the process pool, naming the worker that died and
+        the batch it was making; stop the remaining workers so that none outlives the pool."""
+        processes, making = self._stop_dead_pool()
+        raise WorkerError(f"DataLoader: {_describe_dead(processes, making, dict(in_flight))}; a worker dies when "
+                          f"it is killed, runs out of memory or crashes in native code. Batch {k} and the later "
+                          "batches of this epoch were lost with the worker pool; the workers were stopped and the "
+                          "next iteration starts new ones") from cause
 
     def close(self, wait: bool = True, terminate: bool = False) -> None:
         """Stop the workers (a later iteration starts new ones). ``terminate`` kills worker processes
@@ -275,6 +278,22 @@ class DataLoader:
             self.close(wait=False)
         except Exception:
             pass
+
+
+def _describe_dead(processes: list, making: dict[int, int], indices: dict[int, Any]) -> str:
+    """``worker process (pid 12, exit code -9: killed by SIGKILL) died while making batch 2 (sample
+    indices [4, 5])`` for each process that ended by itself (those the pool stopped, with SIGTERM, only
+    when no other ended)."""
+    stopped = -signal.SIGTERM
+    dead = [p for p in processes if p.exitcode is not None and p.exitcode != stopped] or \
+        [p for p in processes if p.exitcode is not None]
+    described = []
+    for process in dead:
+        j = making.get(process.pid)
+        doing = (f"died while making batch {j} (sample indices {_short(indices[j])})" if j in indices
+                 else f"died while making batch {j}" if j is not None else "died between batches")
+        described.append(f"worker process (pid {process.pid}, {_exit_status(process.exitcode)}) {doing}")
+    return "; ".join(described) if described else "a worker process died"
 
 
 def _exit_status(code: int) -> str:
