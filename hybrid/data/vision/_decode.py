@@ -70,7 +70,8 @@ def decode_image(buf: bytes | bytearray | memoryview, flag: int = 1, source: str
     copy it before writing into it.
 
     Raises:
-        ValueError: ``flag`` is not 0 or 1, or ``buf`` is not a readable image (names ``source``);
+        ValueError: ``flag`` is not 0 or 1, or ``buf`` is not a readable image (names ``source``).
+        TypeError: ``buf`` is not bytes-like.
         ImportError: Pillow is not installed (``pip install hybrid[vision]``).
     """
     _check_flag(flag, source)
@@ -84,7 +85,8 @@ def decode_file(path: str | os.PathLike, flag: int = 1) -> np.ndarray:
     """The image in the file at ``path``, decoded as :func:`decode_image` does.
 
     Raises:
-        FileNotFoundError: no such file; ValueError: not a readable image (names ``path``) or a bad ``flag``;
+        FileNotFoundError: no such file.
+        ValueError: not a readable image (names ``path``), or a bad ``flag``.
         ImportError: Pillow is not installed.
     """
     source = os.fspath(path)

@@ -44,9 +44,10 @@ class ImageFolderDataset(Dataset):
     ``.png`` (any case), and files directly in ``root``, are skipped with a warning, as in Gluon.
 
     Raises:
-        FileNotFoundError / NotADirectoryError: ``root`` is missing or not a folder;
-        ValueError: no image in any class folder, or a bad ``flag``; reading a sample raises
-        ValueError naming the file if it is not a readable image.
+        FileNotFoundError: ``root`` does not exist.
+        NotADirectoryError: ``root`` is not a folder.
+        ValueError: no image in any class folder, or a bad ``flag``. Reading a sample raises ValueError
+            naming the file when it is not a readable image.
     """
 
     def __init__(self, root: str | os.PathLike, flag: int = 1, transform: Callable | None = None):
@@ -165,8 +166,9 @@ class ImageListDataset(Dataset):
         items: ``(path, label)`` for every image, paths joined to ``root``.
 
     Raises:
-        ValueError: ``imglist`` is neither a path nor a list, an entry or a ``.lst`` line is malformed (names the
-        entry or the file and line), or a bad ``flag``; FileNotFoundError: the ``.lst`` file is missing.
+        ValueError: ``imglist`` is neither a path nor a list, an entry or a ``.lst`` line is malformed (names
+            the entry, or the file and line), or a bad ``flag``.
+        FileNotFoundError: the ``.lst`` file is missing.
     """
 
     def __init__(self, root: str | os.PathLike = ".", imglist: str | os.PathLike | Sequence | None = None,
