@@ -1,7 +1,18 @@
+import atexit
+import os
+import shutil
+import tempfile
+
 import numpy as np
 import pytest
 
-import hybrid
+# The suite's persistent compilation cache: one fresh directory per test process (inherited by the
+# subprocesses it starts), so results never depend on the user's cache and the user's cache is untouched.
+_CACHE_DIR = tempfile.mkdtemp(prefix="hybrid-test-xla-")
+os.environ["HYBRID_COMPILATION_CACHE"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+
+import hybrid  # noqa: E402
 from hybrid import autograd
 
 
