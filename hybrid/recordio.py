@@ -197,7 +197,7 @@ class MXRecordIO:
         if not self.writable:
             raise io.UnsupportedOperation(f"{self.uri}: write() needs a RecordIO file opened with flag 'w', "
                                           f"this one is opened with {self.flag!r}")
-        if isinstance(buf, str) or not isinstance(buf, (bytes, bytearray, memoryview)):
+        if not isinstance(buf, (bytes, bytearray, memoryview)):
             raise TypeError(f"{self.uri}: a record must be bytes (or bytearray/memoryview), got "
                             f"{type(buf).__name__}" + ("; encode text first, e.g. buf.encode()"
                                                        if isinstance(buf, str) else ""))
