@@ -11,7 +11,7 @@ import pytest
 
 from hybrid import data
 
-psutil = pytest.importorskip("psutil")
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes from /proc (Linux)")
 
 
 # Module-level datasets: worker processes unpickle them by reference.
@@ -51,28 +51,45 @@ def deadline():
     signal.signal(signal.SIGALRM, previous)
 
 
-def _helpers(process):
-    """multiprocessing's own long-lived helpers (fork server, resource tracker)."""
-    try:
-        line = " ".join(process.cmdline())
-    except psutil.Error:
-        return False
-    return "forkserver" in line or "resource_tracker" in line
+def _processes():
+    """{pid: (parent pid, state letter, command line)} of every process, from /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # ended meanwhile
+        fields = stat[stat.rindex(")") + 2:].split()
+        table[int(entry)] = (int(fields[1]), fields[0], cmdline)
+    return table
+
+
+def _descendants():
+    """{pid: (parent pid, state, command line)} of the processes started under this one, at any depth."""
+    table = _processes()
+    found, frontier = {}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, state, cmdline) in table.items():
+            if ppid == parent and pid not in found:
+                found[pid] = (ppid, state, cmdline)
+                frontier.append(pid)
+    return found
 
 
 def _workers_alive(before):
-    """Processes started under this test process since ``before`` that are still running (not the
-    fork server or resource tracker, which multiprocessing keeps for the whole session)."""
-    alive = []
-    for process in psutil.Process().children(recursive=True):
-        if process.pid in before or _helpers(process):
-            continue
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE:
-                alive.append(process.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
+    """Processes started under this test process since ``before`` that are still running: not zombies, and
+    not multiprocessing's fork server or resource tracker (children of this process kept for the whole
+    session; the workers are the fork server's children)."""
+    me = os.getpid()
+    return [pid for pid, (ppid, state, cmdline) in _descendants().items()
+            if pid not in before and state != "Z"
+            and not (ppid == me and ("forkserver" in cmdline or "resource_tracker" in cmdline))]
 
 
 EXPECTED_FATE = {"kill": r"exit code -9: killed by SIGKILL", "exit": r"exit code 3",
@@ -83,7 +100,7 @@ EXPECTED_FATE = {"kill": r"exit code -9: killed by SIGKILL", "exit": r"exit code
 def test_a_dead_worker_among_several_is_reported_and_the_next_epoch_works(deadline, tmp_path, how):
     flag = tmp_path / "die"
     flag.touch()
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    before = set(_descendants())
     loader = data.DataLoader(DiesWhileFlagged(5, str(flag), how), batch_size=2, num_workers=2)
     expected = [[2.0 * k, 2.0 * k + 1] for k in range(6)]
     try:
