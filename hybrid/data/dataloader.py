@@ -91,7 +91,10 @@ class DataLoader:
     ``jax_enable_x64`` is set); other leaves are passed through. Worker processes
     receive the dataset and batchify_fn by pickle when the first iteration starts
     and keep them for the loader's lifetime; an error in a worker is raised again
-    here with its original type and message.
+    here with its original type and message. A worker process that dies (killed,
+    exited, crashed) raises ``WorkerError`` naming it and the batch it was making,
+    after the batches made before; the next iteration starts new workers.
+    ``data.prefetch_to_device(loader)`` puts the batches on the device ahead of the step.
 
     Raises ValueError for conflicting or invalid arguments, TypeError when the
     dataset or batchify_fn cannot be pickled for worker processes.
