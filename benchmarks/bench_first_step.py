@@ -18,7 +18,7 @@ cold (fresh home) then warm (the same home again), beside the same chapter writt
 time from starting the process to its first printed loss line; "total" the process's wall time. The README
 example (100 hybridized steps) is timed the same way.
 
-    python3 benchmarks/bench_first_step.py [--steps 20] [--chapters lenet mlp_concise ...]
+    python3 benchmarks/bench_first_step.py [--steps 20] [--repeats 3] [--chapters lenet mlp_concise ...]
                                            [--out benchmarks/results/first-step-cpu.txt]
 """
 from __future__ import annotations
@@ -153,21 +153,32 @@ def _fresh_env(home: Path) -> dict:
     return env
 
 
-def lenet_steps(steps: int, work: Path) -> dict:
+def lenet_steps(steps: int, work: Path, repeats: int = 1) -> dict:
+    """Every variant ``repeats`` times, round-robin, each round with fresh homes; medians per figure."""
     me = [str(Path(__file__).resolve())]
-    home_b = work / "home-once"
-    results = {
-        "jit": _run_child(me + ["--child", "jit", "--steps", str(steps)], work / "home-jit"),
-        "once": _run_child(me + ["--child", "once", "--steps", str(steps)], home_b),
-        "inline": _run_child(me + ["--child", "inline", "--steps", str(steps)], work / "home-inline"),
-        "warm": _run_child(me + ["--child", "once", "--steps", str(steps)], home_b),
-        "nocache": _run_child(me + ["--child", "once", "--steps", str(steps)], work / "home-nocache",
-                              {"HYBRID_COMPILATION_CACHE": "0"}),
-    }
-    if MXNET_PYTHON.exists():
-        results["mxnet"] = _run_child([str(ROOT / "benchmarks" / "d2l_mxnet" / "lenet_step.py"), "--steps",
-                                       str(steps)], work / "home-mxnet", python=str(MXNET_PYTHON))
-    return results
+    rounds = []
+    for r in range(repeats):
+        home_b = work / f"home-once-{r}"
+        row = {
+            "jit": _run_child(me + ["--child", "jit", "--steps", str(steps)], work / f"home-jit-{r}"),
+            "once": _run_child(me + ["--child", "once", "--steps", str(steps)], home_b),
+            "inline": _run_child(me + ["--child", "inline", "--steps", str(steps)], work / f"home-inline-{r}"),
+            "warm": _run_child(me + ["--child", "once", "--steps", str(steps)], home_b),
+            "nocache": _run_child(me + ["--child", "once", "--steps", str(steps)], work / f"home-nocache-{r}",
+                                  {"HYBRID_COMPILATION_CACHE": "0"}),
+        }
+        if MXNET_PYTHON.exists():
+            row["mxnet"] = _run_child([str(ROOT / "benchmarks" / "d2l_mxnet" / "lenet_step.py"), "--steps",
+                                       str(steps)], work / f"home-mxnet-{r}", python=str(MXNET_PYTHON))
+        rounds.append(row)
+    return _medians(rounds)
+
+
+def _medians(rounds: list[dict]) -> dict:
+    """``{variant: {figure: median over rounds}}`` of rounds shaped ``{variant: {figure: seconds}}``."""
+    return {variant: {figure: statistics.median(r[variant][figure] for r in rounds)
+                      for figure in rounds[0][variant] if isinstance(rounds[0][variant][figure], float)}
+            for variant in rounds[0]}
 
 
 # ---------------------------------------------------------------- part 2: whole chapters, as a user runs them
@@ -207,37 +218,44 @@ def _fashion_npz(work: Path) -> Path:
     return path
 
 
-def chapters(names: list[str], work: Path) -> dict:
+def chapters(names: list[str], work: Path, repeats: int = 1) -> dict:
     data = _fashion_npz(work) if MXNET_PYTHON.exists() and names else None
-    results = {}
-    for name in names:
-        home = work / f"home-{name}"
-        script = ["examples/d2l/" + name + ".py", *CHAPTERS[name]]
-        row = {"cold": _time_script([sys.executable, *script], home),
-               "warm": _time_script([sys.executable, *script], home)}
-        mx_script = ROOT / "benchmarks" / "d2l_mxnet" / f"{name}.py"
-        if data is not None and mx_script.exists():
-            row["mxnet"] = _time_script([str(MXNET_PYTHON), str(mx_script), *CHAPTERS[name], "--data", str(data)],
-                                        work / f"home-mx-{name}")
-        results[name] = row
-        print(f"  {name}: {json.dumps({k: round(v['total'], 2) for k, v in row.items()})}", flush=True)
-    return results
+    rounds = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names:
+            home = work / f"home-{name}-{r}"
+            script = ["examples/d2l/" + name + ".py", *CHAPTERS[name]]
+            row = {"cold": _time_script([sys.executable, *script], home),
+                   "warm": _time_script([sys.executable, *script], home)}
+            mx_script = ROOT / "benchmarks" / "d2l_mxnet" / f"{name}.py"
+            if data is not None and mx_script.exists():
+                row["mxnet"] = _time_script([str(MXNET_PYTHON), str(mx_script), *CHAPTERS[name], "--data",
+                                             str(data)], work / f"home-mx-{name}-{r}")
+            rounds[name].append(row)
+            print(f"  round {r + 1} {name}: {json.dumps({k: round(v['total'], 2) for k, v in row.items()})}",
+                  flush=True)
+    return {name: _medians(rows) for name, rows in rounds.items()}
 
 
-def readme_example(work: Path) -> dict:
+def readme_example(work: Path, repeats: int = 1) -> dict:
     """The README's first code block as a script, cold and warm."""
     text = (ROOT / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     script = work / "readme_example.py"
     script.write_text(code + "\nprint('loss', float(batch_loss.mean()))\n")
-    home = work / "home-readme"
-    return {"cold": _time_script([sys.executable, str(script)], home),
-            "warm": _time_script([sys.executable, str(script)], home)}
+    rounds = []
+    for r in range(repeats):
+        home = work / f"home-readme-{r}"
+        rounds.append({"cold": _time_script([sys.executable, str(script)], home),
+                       "warm": _time_script([sys.executable, str(script)], home)})
+    return _medians(rounds)
 
 
 # ---------------------------------------------------------------- report
-def report(lenet: dict, chapter_rows: dict, readme: dict | None) -> str:
+def report(lenet: dict, chapter_rows: dict, readme: dict | None, repeats: int = 1) -> str:
     out = ["# First steps in fresh processes (bench_first_step.py)", ""]
+    if repeats > 1:
+        out += [f"medians of {repeats} rounds", ""]
     out.append(f"LeNet, batch {BATCH} of 1x28x28, SGD, eager (seconds; steady = median step)")
     out.append(f"{'variant':<44}{'first':>9}{'steady':>10}")
     names = {"jit": "(a) hand-written jax.jit step", "once": "(b) hybrid, loss block made once",
@@ -271,6 +289,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--chapters", nargs="*", default=list(CHAPTERS), choices=list(CHAPTERS))
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of everything; medians are reported")
     parser.add_argument("--no-readme", action="store_true")
     parser.add_argument("--out", help="write the report here too")
     parser.add_argument("--json", help="write the raw figures here")
@@ -282,12 +301,12 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="bench-first-step-"))
     try:
-        lenet = lenet_steps(args.steps, work)
-        chapter_rows = chapters(args.chapters, work)
-        readme = None if args.no_readme else readme_example(work)
+        lenet = lenet_steps(args.steps, work, args.repeats)
+        chapter_rows = chapters(args.chapters, work, args.repeats)
+        readme = None if args.no_readme else readme_example(work, args.repeats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    text = report(lenet, chapter_rows, readme)
+    text = report(lenet, chapter_rows, readme, args.repeats)
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)
