@@ -1,8 +1,11 @@
 """The benchmark suite's models are the same model in hybrid and in hand-written JAX (the frameworks CI has):
 equal parameter counts, equal losses over training steps from the canonical initial parameters, and a
-NumPy reference of one SGD-momentum step of the 33-layer MLP. Also: the runner end to end on one model."""
+NumPy reference of one SGD-momentum step of the 33-layer MLP. Also: the runner end to end on one model, the
+memory benchmark's smoke run, benchmarks/run.py (its registry, results files, listing) and docs/benchmarks.md
+quoting results files verbatim."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +146,70 @@ def test_memory_bench_measures_remat_and_budgets(tmp_path):
     reachable, unreachable = [row for row in results["mlp12-budgets"] if row["budget"].startswith("budget")]
     assert reachable["fits"] and reachable["xla_mb"] <= reachable["budget_mb"]
     assert not unreachable["fits"] and unreachable["xla_mb"] <= 1.02 * unreachable["least_tried_mb"]
+
+
+def results_pattern(bench) -> re.Pattern:
+    """The names a benchmark's results may have: its results file on any machine (``cpu``, ``gpu-h100``),
+    with the JSON and chart beside it for the suite's runs."""
+    name = re.escape(bench.results).replace(re.escape("{name}"), re.escape(bench.name))
+    name = name.replace(re.escape("{machine}"), r"(cpu|gpu-[a-z0-9]+)")
+    if bench.writes == "prefix":
+        name = name.replace(r"\.txt", r"\.(txt|json|png)")
+    return re.compile(name + "$")
+
+
+def test_every_script_is_registered_and_every_results_file_belongs_to_one_benchmark():
+    """benchmarks/run.py lists every script that measures something, and benchmarks/results/ holds only the
+    current files of registered benchmarks: one per benchmark and machine, no history kept in file names."""
+    from benchmarks.run import BENCHMARKS
+    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")} - {"run.py", "common.py", "__init__.py"}
+    registered = {b.script for b in BENCHMARKS.values()}
+    assert scripts == registered, f"unregistered: {scripts - registered}, missing: {registered - scripts}"
+    patterns = [results_pattern(b) for b in BENCHMARKS.values() if b.results]
+    patterns.append(re.compile(r"memory-gpu-[a-z0-9]+\.txt$"))  # benchmarks/gpu_check.sh's name for memory on a GPU
+    files = sorted(p.name for p in (ROOT / "benchmarks" / "results").iterdir())
+    assert files and not [f for f in files if not any(p.match(f) for p in patterns)]
+    assert (ROOT / "benchmarks" / "results" / "recorded-step-cpu.txt").exists()
+
+
+def test_run_writes_the_results_file_in_place_with_its_provenance(tmp_path):
+    """``run.py NAME -- ARGS`` runs the script with its recorded arguments and ARGS, echoes its output, and
+    overwrites the results file with a first line naming the command, machine and commit."""
+    stale = tmp_path / "fit-testbox.txt"
+    stale.write_text("an earlier run\n")
+    done = subprocess.run([sys.executable, "benchmarks/run.py", "fit", "--machine", "testbox", "--results-dir",
+                           str(tmp_path), "--", "--rounds", "1", "--epochs", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = stale.read_text().splitlines()
+    assert lines[0].startswith("# python3 benchmarks/bench_fit.py --rounds 21 --rounds 1 --epochs 1")
+    assert "machine testbox" in lines[0] and "commit " in lines[0]
+    assert [line.split()[0] for line in lines[2:]] == ["loop", "loop+metrics", "fit"]
+    assert "\n".join(lines[1:]) in done.stdout and "an earlier run" not in stale.read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["fit-testbox.txt"]
+
+
+def test_run_lists_benchmarks_and_refuses_unknown_names(capsys):
+    from benchmarks import run
+    assert run.main(["--list", "--machine", "cpu"]) == 0
+    listing = capsys.readouterr().out
+    for bench in run.BENCHMARKS.values():
+        assert f"{bench.name}  (benchmarks/{bench.script}" in listing
+    assert "benchmarks/results/recorded-step-cpu.txt" in listing and "<= 1.3x" in listing
+    assert run.main(["no-such-bench", "--machine", "cpu"]) == 2
+    assert "unknown benchmark 'no-such-bench'" in capsys.readouterr().err
+    assert run.main(["--show", "fit", "--machine", "cpu"]) == 0
+    assert capsys.readouterr().out == (ROOT / "benchmarks" / "results" / "fit-cpu.txt").read_text()
+
+
+def test_benchmarks_page_quotes_results_files_verbatim():
+    """Every ```text block of docs/benchmarks.md is a run of consecutive lines of a file in benchmarks/results/
+    (pasted from a script's output, never typed)."""
+    results = [[line.rstrip() for line in p.read_text().splitlines()]
+               for p in (ROOT / "benchmarks" / "results").glob("*.txt")]
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    blocks = re.findall(r"^```text\n(.*?)^```", page, flags=re.S | re.M)
+    assert len(blocks) >= 3
+    for block in blocks:
+        lines = [line.rstrip() for line in block.rstrip("\n").splitlines()]
+        assert any(lines == f[i:i + len(lines)] for f in results for i in range(len(f))), block[:300]
