@@ -34,11 +34,18 @@ def _to_array(image: Any, flag: int, Image: Any) -> np.ndarray:
         grey = (np.asarray(image).astype(np.uint16) >> 8).astype(np.uint8)
         image = Image.fromarray(grey)
         mode = "L"
-    want = "L" if flag == 0 else "RGB"
-    if mode != want:
-        image = image.convert(want)
-    array = np.asarray(image)
-    return array[:, :, None] if flag == 0 else array
+    if flag == 1:
+        return np.asarray(image if mode == "RGB" else image.convert("RGB"))
+    if mode in ("L", "LA", "1") or image.format != "PNG":
+        return np.asarray(image if mode == "L" else image.convert("L"))[:, :, None]
+    return _libpng_grey(np.asarray(image.convert("RGB")))[:, :, None]
+
+
+def _libpng_grey(rgb: np.ndarray) -> np.ndarray:
+    """Grey as libpng makes it for OpenCV's IMREAD_GRAYSCALE: (9797 R + 19234 G + 3737 B) >> 15, truncated."""
+    wide = rgb.astype(np.uint32)
+    weighted = wide[..., 0] * 9797 + wide[..., 1] * 19234 + wide[..., 2] * 3737
+    return (weighted >> 15).astype(np.uint8)
 
 
 def _decode(opener: Any, flag: int, source: str, size: int | None) -> np.ndarray:
@@ -61,8 +68,9 @@ def decode_image(buf: bytes | bytearray | memoryview, flag: int = 1, source: str
 
     Args:
         buf: the encoded file's bytes.
-        flag: 1 gives ``(H, W, 3)`` RGB uint8 (alpha dropped, grey repeated); 0 gives ``(H, W, 1)`` grey uint8
-            (JPEGs decoded to grey by libjpeg, other images converted with ITU-R 601 weights).
+        flag: 1 gives ``(H, W, 3)`` RGB uint8 (alpha dropped, grey repeated); 0 gives ``(H, W, 1)`` grey uint8,
+            as MXNet (OpenCV) makes it: JPEGs decoded to grey by libjpeg, colour PNGs converted with libpng's
+            weights; other formats with Pillow's ITU-R 601 weights.
         source: where ``buf`` came from, named in errors (a path, a record key).
 
     Pixels come as stored: the EXIF orientation is not applied (as in MXNet 1.9 and torchvision's loader);
