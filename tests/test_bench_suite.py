@@ -166,7 +166,6 @@ def test_every_script_is_registered_and_every_results_file_belongs_to_one_benchm
     registered = {b.script for b in BENCHMARKS.values()}
     assert scripts == registered, f"unregistered: {scripts - registered}, missing: {registered - scripts}"
     patterns = [results_pattern(b) for b in BENCHMARKS.values() if b.results]
-    patterns.append(re.compile(r"memory-gpu-[a-z0-9]+\.txt$"))  # benchmarks/gpu_check.sh's name for memory on a GPU
     files = sorted(p.name for p in (ROOT / "benchmarks" / "results").iterdir())
     assert files and not [f for f in files if not any(p.match(f) for p in patterns)]
     assert (ROOT / "benchmarks" / "results" / "recorded-step-cpu.txt").exists()
