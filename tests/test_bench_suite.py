@@ -211,4 +211,6 @@ def test_benchmarks_page_quotes_results_files_verbatim():
     assert len(blocks) >= 3
     for block in blocks:
         lines = [line.rstrip() for line in block.rstrip("\n").splitlines()]
-        assert any(lines == f[i:i + len(lines)] for f in results for i in range(len(f))), block[:300]
+        assert any(lines == f[i:i + len(lines)] for f in results for i in range(len(f))), (
+            "docs/benchmarks.md quotes output found in no file of benchmarks/results/ (paste the current "
+            "`python3 benchmarks/run.py --show NAME` instead):\n" + block[:300])
