@@ -296,3 +296,13 @@ def test_dataloader_two_workers_transform_first(tmp_path):
     lst = ImageListDataset(tmp_path, [[i, rel] for i, rel in enumerate(order)]).transform_first(_resize_to_4x4)
     (x, y), = list(DataLoader(lst, batch_size=5, num_workers=2))
     assert np.asarray(x).shape == (5, 4, 4, 3) and np.asarray(y).tolist() == [[0], [1], [2], [3], [4]]
+
+
+def test_decode_probe_smoke(tmp_path):
+    import subprocess
+    script = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "probe_image_decode.py"
+    out = tmp_path / "report.txt"
+    proc = subprocess.run([sys.executable, str(script), "--images", "4", "--size", "16", "--repeats", "1",
+                           "--without-torchvision", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "hybrid ImageFolderDataset[i]" in out.read_text() and "Pillow open + load" in out.read_text()
