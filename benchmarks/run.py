@@ -82,7 +82,7 @@ BENCHMARKS = {b.name: b for b in [
               "ResNet-50 activation memory >= 4x smaller and transient >= 3x with remat='sqrt' (issue 27)",
               args=("--repeats", "5"), gpu_args=("--gpu", "--repeats", "5")),
     Benchmark("memory-plan", "bench_memory_plan.py", "memory plans of training graphs against the max-live "
-              "bound, and planning time on 10,000 nodes (figures in docs/memory-planning.md)", results=""),
+              "bound, and planning time on 10,000 nodes (discussed in docs/memory-planning.md)"),
     Benchmark("scaling", "bench_scaling.py", "training-step time on 1, 2 and 4 data-parallel devices, "
               "simulated CPU devices by default (figures in docs/distributed.md)", results=""),
     Benchmark("gluoncv-import", "gluoncv_models.py", "GluonCV networks exported by MXNet 1.9.1, imported "
