@@ -306,3 +306,17 @@ def test_decode_probe_smoke(tmp_path):
                            "--without-torchvision", "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "hybrid ImageFolderDataset[i]" in out.read_text() and "Pillow open + load" in out.read_text()
+
+
+def test_list_labels_pickle_compactly_and_ragged_labels_work(tmp_path):
+    import pickle
+    paths = [f"cls/{i:07d}.jpg" for i in range(20000)]
+    ds = ImageListDataset(tmp_path, [[i % 7, p] for i, p in enumerate(paths)])
+    clone = pickle.loads(pickle.dumps(ds))
+    path_bytes = sum(len(path) for path, _ in clone.items)
+    assert len(pickle.dumps(ds)) < path_bytes + 20 * len(paths)  # one label array, not 20,000 small ones
+    assert len(clone) == 20000 and clone.items[9][1].tolist() == [2.0]
+    assert clone.items[9][0] == os.path.join(str(tmp_path), "cls/0000009.jpg")
+    ragged = ImageListDataset(tmp_path, [[1, "a.png"], [1, 2, "b.png"]])
+    assert [label.tolist() for _, label in ragged.items] == [[1.0], [1.0, 2.0]]
+    assert len(ImageListDataset(tmp_path, [])) == 0

@@ -124,7 +124,7 @@ def _parse_entry(entry: Any, index: int) -> tuple[np.ndarray, str]:
     return _label_array(labels, where), os.fspath(path)
 
 
-def _read_lst(fname: str) -> list[tuple[np.ndarray, str]]:
+def _read_lst(fname: str) -> list[tuple[list[float], str]]:
     entries, keys = [], {}
     with open(fname, "rt", encoding="utf-8") as fin:
         for number, line in enumerate(fin, 1):
@@ -142,11 +142,19 @@ def _read_lst(fname: str) -> list[tuple[np.ndarray, str]]:
                 raise ValueError(f"{where}: index {key} already used on line {keys[key]}")
             keys[key] = number
             try:
-                label = np.array([float(v) for v in fields[1:-1]], dtype=np.float32)
+                label = [float(v) for v in fields[1:-1]]
             except ValueError:
                 raise ValueError(f"{where}: labels {fields[1:-1]} are not all numbers") from None
             entries.append((label, fields[-1]))
     return entries
+
+
+def _pack_labels(labels: list) -> np.ndarray | list[np.ndarray]:
+    """One ``(N, k)`` float32 array when every entry has k labels (cheap to pickle to workers), else a list."""
+    widths = {len(label) for label in labels}
+    if len(widths) == 1 and 0 not in widths:
+        return np.asarray(labels, dtype=np.float32)
+    return [np.asarray(label, dtype=np.float32) for label in labels]
 
 
 class ImageListDataset(Dataset):
@@ -186,12 +194,16 @@ class ImageListDataset(Dataset):
         else:
             raise ValueError("ImageListDataset: imglist must be the path of a .lst file or a list of "
                              f"[label, path] entries, got {type(imglist).__name__}")
-        self.items: list[tuple[str, np.ndarray]] = [(os.path.join(self._root, path), label)
-                                                    for label, path in entries]
+        self._paths = [os.path.join(self._root, path) for _, path in entries]
+        self._labels = _pack_labels([label for label, _ in entries])
+
+    @property
+    def items(self) -> list[tuple[str, np.ndarray]]:
+        """``(path, label)`` for every image (a new list; labels are copies)."""
+        return [(path, np.array(label)) for path, label in zip(self._paths, self._labels)]
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self._paths)
 
     def __getitem__(self, idx: int) -> Any:
-        path, label = self.items[idx]
-        return decode_file(path, self._flag), label.copy()
+        return decode_file(self._paths[idx], self._flag), np.array(self._labels[idx])
