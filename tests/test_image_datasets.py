@@ -242,6 +242,8 @@ def test_lst_file(tmp_path):
     assert ds[1][1].tolist() == [0.0, 2.5]
     ds[1][1][0] = 9  # samples own their label
     assert ds[1][1].tolist() == [0.0, 2.5]
+    shaped = ImageListDataset(tmp_path, "train.lst", transform=lambda img, label: (img.shape, label.sum()))
+    assert shaped[1] == (made["Cat/0.png"].shape, 2.5)
 
 
 @pytest.mark.parametrize("line, match", [

@@ -166,9 +166,11 @@ class ImageListDataset(Dataset):
             one or more labels); or a list whose entries are ``[label, path]``, ``[label0, label1, ..., path]``,
             ``[[label0, label1, ...], path]`` (Gluon's forms) or ``(path, label)`` (``ImageFolderDataset.items``).
         flag: 1 decodes to ``(H, W, 3)`` RGB uint8, 0 to ``(H, W, 1)`` grey uint8.
+        transform: called as ``transform(image, label)``; its result is the sample (not in Gluon 2.0, whose
+            class has no ``transform``: ``transform_first`` works in both).
 
     A sample is ``(image, label)`` with ``label`` a float32 array of shape ``(k,)`` (k labels; ``(1,)`` for one),
-    as Gluon's NDArray label. Samples are in list (file) order. Use ``transform_first`` for image transforms.
+    as Gluon's NDArray label. Samples are in list (file) order.
 
     Attributes:
         items: ``(path, label)`` for every image, paths joined to ``root``.
@@ -180,9 +182,10 @@ class ImageListDataset(Dataset):
     """
 
     def __init__(self, root: str | os.PathLike = ".", imglist: str | os.PathLike | Sequence | None = None,
-                 flag: int = 1):
+                 flag: int = 1, transform: Callable | None = None):
         self._root = os.path.expanduser(os.fspath(root))
         self._flag = _check_flag(flag, "ImageListDataset")
+        self._transform = transform
         if isinstance(imglist, (str, os.PathLike)):
             fname = os.path.join(self._root, os.fspath(imglist))
             if not os.path.isfile(fname):
@@ -206,4 +209,7 @@ class ImageListDataset(Dataset):
         return len(self._paths)
 
     def __getitem__(self, idx: int) -> Any:
-        return decode_file(self._paths[idx], self._flag), np.array(self._labels[idx])
+        image, label = decode_file(self._paths[idx], self._flag), np.array(self._labels[idx])
+        if self._transform is not None:
+            return self._transform(image, label)
+        return image, label
