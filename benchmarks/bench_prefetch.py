@@ -8,7 +8,8 @@ training step (forward, backward, SGD update) of a hybridized 4 x Dense(512) MLP
 shorter than the batch preparation. For each loader (main thread, or 2 worker processes), without and with device
 prefetch, the script times:
 
-- ``pipeline``: seconds per batch of the data alone, each batch put on the device (no step): its own rate;
+- ``pipeline``: seconds per batch of the data alone, each batch put on the device (no step): its own rate
+  (one figure per loader, the median of its runs with and without prefetch);
 - ``step``: seconds per step on batches already on the device (no data);
 - ``loop``: seconds per batch of the training loop (data + step);
 
@@ -118,7 +119,9 @@ def main(argv=None) -> str:
     step_s = statistics.median(step_samples)
     rows = []
     for (name, prefetch), times in samples.items():
-        pipeline, loop = statistics.median(times["pipeline"]), statistics.median(times["loop"])
+        # the pipeline's own rate is the loader's: pooled over its runs with and without prefetch
+        pipeline = statistics.median(samples[(name, "no")]["pipeline"] + samples[(name, "yes")]["pipeline"])
+        loop = statistics.median(times["loop"])
         rows.append((name, prefetch, pipeline, step_s, loop, (loop - max(pipeline, step_s)) / loop))
     lines = [f"# python3 benchmarks/bench_prefetch.py --rounds {args.rounds} --batches {args.batches} "
              f"--prep-ms {args.prep_ms:g}",
