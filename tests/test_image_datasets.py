@@ -32,6 +32,7 @@ def test_png_rgb_decodes_exactly():
     got = decode_image(_encoded(Image.fromarray(a), "PNG"))
     assert got.shape == (6, 8, 3) and got.dtype == np.uint8
     np.testing.assert_array_equal(got, a)
+    assert not got.flags.writeable  # the decoder's buffer, not a copy (documented)
 
 
 def test_png_grey_flag0_uses_libpng_weights():

@@ -54,7 +54,6 @@ class ImageFolderDataset(Dataset):
         self._root = os.path.expanduser(os.fspath(root))
         self._flag = _check_flag(flag, "ImageFolderDataset")
         self._transform = transform
-        self._exts = list(IMAGE_EXTENSIONS)
         self.synsets: list[str] = []
         self.items: list[tuple[str, int]] = []
         self._list_images(self._root)
