@@ -98,6 +98,8 @@ BENCHMARKS = {b.name: b for b in [
     Benchmark("image-pipeline", "bench_image_pipeline.py", "images per second of a JPEG training pipeline "
               "(RandomResizedCrop, flip, ToTensor, Normalize; 2 workers): hybrid's folder and .rec datasets "
               "against torchvision's ImageFolder and DataLoader", ">= 1.0x torchvision's images/s (issue 31)"),
+    Benchmark("image-decode", "probe_image_decode.py", "decoding cost per JPEG of ImageFolderDataset's samples "
+              "against torchvision's loader and Pillow's decode alone"),
     Benchmark("first-step", "bench_first_step.py", "first and steady steps as a new user meets them (fresh "
               "processes and home directories; d2l's LeNet, the d2l chapters cold and warm beside MXNet "
               "eager, the README example)", "loss block made inside the step: steady <= 1.2x made once; "
