@@ -19,7 +19,7 @@ import jax
 from . import _context, _functional, _lazy
 from ._custom_function import Function
 from .errors import AutogradError
-from .parameter import Parameter, unique_params
+from .parameter import Parameter, set_grads, unique_params
 
 _GRAD_REQ = operator.attrgetter("_grad_req")
 
@@ -218,17 +218,18 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         # the common case, without a Python call per parameter: the step's program returns the
         # gradients packed, and they are split into arrays only if someone reads them
         slots = tape.grad(heads, head_grads, wrt, False, slots_only=True)
-        Parameter._assign_grads(params, tape.packed(slots, functools.partial(_gradients_split, params)))
+        set_grads(params, tape.packed(slots, functools.partial(_gradients_split, params)))
     else:
         grads = tape.grad(heads, head_grads, wrt, create_graph=False)
         with _lazy.recording_trace(tape):
-            new = [param._accumulate_grad(g, frame) for param, g in zip(params, grads)]
+            new = [param.accumulate_grad(g, frame) for param, g in zip(params, grads)]
         if frame is None:
             def computed(values: list) -> None:  # the gradients' data replaces the recorded values
                 for param, lazy, value in zip(params, new, values):
                     lazy._value = value
-                    if param._grad is lazy:
-                        param._assign_grad(value, param._grad_fresh)
+                    state = param.grad_state
+                    if state.value is lazy:
+                        state.set(value, state.fresh)
             tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
     if not retain_graph:
         tape.free(head_slots)
@@ -237,8 +238,9 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 def _gradients_split(params: list[Parameter], pack: Any, values: list) -> None:
     """Packed gradients were split: parameters still holding them get the arrays."""
     for param, value in zip(params, values):
-        if _lazy.pack_of(param._grad) is pack:
-            param._assign_grad(value, param._grad_fresh)
+        state = param.grad_state
+        if _lazy.pack_of(state.value) is pack:
+            state.set(value, state.fresh)
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,
@@ -310,7 +312,7 @@ def value_and_grad(fn: Callable, params: Any, train_mode: bool = True) -> Callab
         by_param = dict(zip(unique, grads))
         frame = _functional.compile_frame()
         for param, g in by_param.items():
-            param._accumulate_grad(g, frame)
+            param.accumulate_grad(g, frame)
         if names is None:
             return value, [by_param.get(p) for p in plist]
         return value, {n: by_param[p] for n, p in zip(names, plist) if p in by_param}

@@ -62,6 +62,73 @@ def _shape_known(shape: tuple[int, ...] | None) -> bool:
     return shape is not None and all(d > 0 for d in shape)
 
 
+class GradState:
+    """The gradient of a Parameter, for the trainer and the recorder.
+
+    ``value``: an array, a value of the recording computing it, a reference to a packed value of that
+    recording (what ``backward`` stores; resolved on first read), or None. ``fresh``: written by
+    ``backward`` since the last optimizer step. ``dropped``: consumed by a step that did not keep it.
+    """
+
+    __slots__ = ("value", "fresh", "dropped")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.fresh = False
+        self.dropped = False
+
+    def set(self, value: Any, fresh: bool = True) -> None:
+        """Replace the gradient; ``fresh`` marks it as written by backward since the last step."""
+        self.value, self.fresh, self.dropped = value, fresh, False
+
+    def drop(self) -> None:
+        """The gradient was consumed by a step that did not keep it."""
+        self.value, self.dropped = None, True
+
+    def resolved(self) -> Any:
+        """The value, a reference to a packed value resolved (to a LazyArray or an array)."""
+        value = self.value
+        if _lazy.is_member(value):
+            value = self.value = _lazy.resolve(value)
+        return value
+
+
+def set_grads(params: Sequence["Parameter"], grads: Sequence) -> None:
+    """Give each of ``params`` its fresh gradient (``grads`` may be references to packed values)."""
+    for param, grad in zip(params, grads):
+        param.grad_state.set(grad)
+
+
+def data_of(params: Sequence["Parameter"]) -> list:
+    """The arrays ``params`` hold (their stored data, or LazyArrays of a recording writing them; not read
+    through a recording or a compiled step's frame)."""
+    return [param._data for param in params]
+
+
+def assign_all(params: Sequence["Parameter"], values: Sequence) -> None:
+    """:meth:`Parameter.assign_data` for many parameters."""
+    for param, value in zip(params, values):
+        param._data = value
+
+
+def consume_grads(params: Sequence["Parameter"], keep: bool) -> None:
+    """An optimizer step used the gradients of ``params``: they are no longer fresh, and unless ``keep``
+    they are dropped (reading one then raises)."""
+    if keep:
+        for param in params:
+            param.grad_state.fresh = False
+    else:
+        for param in params:
+            state = param.grad_state
+            state.value, state.fresh, state.dropped = None, False, True
+
+
+def open_recording(grads: Sequence) -> Any:
+    """The recording, still open, that computes any of ``grads`` (values of ``grad_state``), else None.
+    An optimizer update of them is staged on it (``stage_update``), so that the step runs as one program."""
+    return _lazy.open_tape(grads)
+
+
 class Parameter(Watched):
     """A trainable (or state) array of a Block.
 
@@ -100,9 +167,7 @@ class Parameter(Watched):
         self._grad_req = "null"
         self.grad_req = grad_req if differentiable else "null"
         self._data: jax.Array | None = None
-        self._grad: jax.Array | None = None
-        self._grad_fresh = False
-        self._grad_dropped = False
+        self.grad_state = GradState()
         self._deferred: _init.Initializer | None = None
         self._device: Any = None  # the jax.Device given to initialize / reset_device, if one
 
@@ -144,7 +209,7 @@ class Parameter(Watched):
         if req != self._grad_req:
             self._grad_req = req
             if req == "null":
-                self._grad = None
+                self.grad_state.value = None
             self._changed()
 
     @property
@@ -181,7 +246,8 @@ class Parameter(Watched):
                           "Pass force_reinit=True to re-initialize.", stacklevel=2)
             return
         chosen = _init.create(init) or self.init or _init.create(default_init) or _init.Uniform()
-        self._data, self._grad, self._grad_fresh = None, None, False
+        self._data = None
+        self.grad_state.set(None, False)
         self._device = _single_device(device)
         if not _shape_known(self._shape):
             if not self.allow_deferred_init:
@@ -280,47 +346,25 @@ class Parameter(Watched):
         self._data = array
         self._deferred = None
 
-    # -- the state interface of other modules (no checks: callers hold arrays of the right shape) --
-    def _assign(self, value: Any) -> None:
+    # -- the state interface of the trainer and the recorder (no checks: callers hold arrays of the right
+    # shape); grad_state holds the gradient --
+    def assign_data(self, value: Any) -> None:
         """Replace the data by an array of the parameter's shape and dtype (an update's result)."""
         self._data = value
 
+    _assign = assign_data
+
     def _assign_grad(self, value: Any, fresh: bool = True) -> None:
-        """Replace the gradient; ``fresh`` marks it as written by backward since the last step."""
-        self._grad, self._grad_fresh, self._grad_dropped = value, fresh, False
+        """``grad_state.set(value, fresh)``."""
+        self.grad_state.set(value, fresh)
 
     def _set_fresh(self, fresh: bool) -> None:
         """Mark the gradient as written since the last step (or consumed by one)."""
-        self._grad_fresh = fresh
-
-    @staticmethod
-    def _assign_grads(params: Sequence["Parameter"], grads: Sequence) -> None:
-        """:meth:`_assign_grad` (fresh) for many parameters; ``grads`` may be references to packed values
-        (see :meth:`_grad_value`)."""
-        for param, grad in zip(params, grads):
-            param._grad, param._grad_fresh, param._grad_dropped = grad, True, False
-
-    @staticmethod
-    def _assign_all(params: Sequence["Parameter"], values: Sequence) -> None:
-        """:meth:`_assign` for many parameters."""
-        for param, value in zip(params, values):
-            param._data = value
-
-    @staticmethod
-    def _set_fresh_all(params: Sequence["Parameter"], fresh: bool) -> None:
-        """:meth:`_set_fresh` for many parameters."""
-        for param in params:
-            param._grad_fresh = fresh
+        self.grad_state.fresh = fresh
 
     def _drop_grad(self) -> None:
         """The gradient was consumed inside a compiled step and not kept."""
-        self._grad, self._grad_dropped = None, True
-
-    @staticmethod
-    def _drop_grads(params: Sequence["Parameter"]) -> None:
-        """:meth:`_drop_grad` for many parameters."""
-        for param in params:
-            param._grad, param._grad_dropped = None, True
+        self.grad_state.drop()
 
     def _check_shape(self, shape: tuple) -> None:
         if self._shape is not None and _shape_known(self._shape) and tuple(shape) != self._shape:
@@ -344,7 +388,7 @@ class Parameter(Watched):
         frame = _functional.compile_frame()
         if frame is not None:
             return frame.read(("grad", self), self._stored_grad)
-        if self._grad_dropped:
+        if self.grad_state.dropped:
             raise RuntimeError(f"the gradient of Parameter {self._name!r} was consumed by a compiled step that did "
                                "not keep it; read it before the step, or keep gradients with keep_grads=True "
                                "(hybrid.compile(..., keep_grads=True) or Trainer(..., keep_grads=True))")
@@ -354,16 +398,11 @@ class Parameter(Watched):
         grad = self._grad_value()
         if grad is None:
             with _functional.no_frame(), jax.ensure_compile_time_eval():
-                grad = self._grad = jnp.zeros(self._data.shape, self._data.dtype)
+                grad = self.grad_state.value = jnp.zeros(self._data.shape, self._data.dtype)
         return grad
 
     def _grad_value(self) -> Any:
-        """The gradient held (an array, a LazyArray of the recording computing it, or None); a reference
-        to a packed gradient (what ``backward`` stores) is resolved here, on first read."""
-        grad = self._grad
-        if _lazy.is_member(grad):
-            grad = self._grad = _lazy.resolve(grad)
-        return grad
+        return self.grad_state.resolved()
 
     def list_grad(self) -> list[jax.Array]:
         """Gluon compatibility: the gradient on every device (one device here)."""
@@ -376,8 +415,8 @@ class Parameter(Watched):
             if frame is not None:
                 frame.write(("grad", self), self._stored_grad, self._set_grad, jnp.zeros_like(self.data()))
                 return
-            self._grad = jnp.zeros(self._data.shape, self._data.dtype)
-            self._grad_dropped = False
+            self.grad_state.value = jnp.zeros(self._data.shape, self._data.dtype)
+            self.grad_state.dropped = False
 
     def _scale_grad(self, fn: Any) -> None:
         """Replace the gradient (if there is one) by ``fn(gradient)``, keeping its freshness."""
@@ -386,14 +425,14 @@ class Parameter(Watched):
         frame = _functional.compile_frame()
         if frame is not None:
             frame.write(("grad", self), self._stored_grad, self._set_grad, fn(self.grad()))
-        elif self._grad is not None and not self._grad_dropped:
-            self._grad = fn(self._grad_value())
+        elif self.grad_state.value is not None and not self.grad_state.dropped:
+            self.grad_state.value = fn(self._grad_value())
 
     def _set_grad(self, value: jax.Array) -> None:
-        self._grad = value
-        self._grad_dropped = False
+        self.grad_state.value = value
+        self.grad_state.dropped = False
 
-    def _accumulate_grad(self, value: jax.Array, frame: Any = None) -> Any:
+    def accumulate_grad(self, value: jax.Array, frame: Any = None) -> Any:
         """Write or add ``value`` according to grad_req and mark the gradient fresh; returns the new
         gradient. ``value`` may belong to the whole-step ``frame``."""
         if frame is not None:
@@ -402,34 +441,34 @@ class Parameter(Watched):
             frame.write(("grad", self), self._stored_grad, self._set_grad, value)
             frame.fresh[self] = True
             return
-        if self._grad_req == "add" and self._grad is not None and not self._grad_dropped:
-            value = self._grad_value() + value
-        self._grad = value
-        self._grad_fresh = True
-        self._grad_dropped = False
+        state = self.grad_state
+        if self._grad_req == "add" and state.value is not None and not state.dropped:
+            value = state.resolved() + value
+        state.set(value)
         return value
 
-    def _is_fresh(self) -> bool:
+    def grad_is_fresh(self) -> bool:
         """Whether backward wrote the gradient since the last optimizer step (trace-aware)."""
         frame = _functional.compile_frame()
         if frame is not None:
-            return frame.fresh.get(self, self._grad_fresh)
-        return self._grad_fresh
+            return frame.fresh.get(self, self.grad_state.fresh)
+        return self.grad_state.fresh
 
-    def _mark_consumed(self) -> None:
+    def mark_grad_consumed(self) -> None:
+        """The gradient was used by an optimizer step (trace-aware)."""
         frame = _functional.compile_frame()
         if frame is not None:
             frame.fresh[self] = False
         else:
-            self._grad_fresh = False
+            self.grad_state.fresh = False
 
     def cast(self, dtype: Any) -> None:
         """Convert data and gradient to ``dtype``."""
         self._dtype = _supported_dtype(dtype, self._name)
         if self._data is not None:
             self._data = self._data.astype(self._dtype)
-        if self._grad is not None:
-            self._grad = self._grad_value().astype(self._dtype)
+        if self.grad_state.value is not None:
+            self.grad_state.value = self._grad_value().astype(self._dtype)
         self._changed()
 
     def reset_device(self, device: Any) -> None:
@@ -439,8 +478,8 @@ class Parameter(Watched):
             device = self._device
         if self._data is not None:
             self._data = jax.device_put(self._data, device)
-        if self._grad is not None:
-            self._grad = jax.device_put(self._grad_value(), device)
+        if self.grad_state.value is not None:
+            self.grad_state.value = jax.device_put(self._grad_value(), device)
 
     reset_ctx = reset_device
 

@@ -6,14 +6,14 @@ import itertools
 import json
 import operator
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 from jax.extend import core as jax_core
 import numpy as np
 
-from . import _compat, _functional, _lazy
+from . import _compat, _functional
 from . import optimizer as _opt
 from . import serialization
 from .distributed.mesh import make_mesh
@@ -21,13 +21,21 @@ from .distributed.placement import Placement, ShardingRules
 from .errors import StaleGradientError
 from ._state_lock import state_lock
 from ._watch import watch
-from .parameter import Parameter, unique_params
+from .parameter import Parameter, assign_all, consume_grads, data_of, open_recording, unique_params
 
 __all__ = ["Trainer"]
 
-_FRESH = operator.attrgetter("_grad_fresh")
-_DATA = operator.attrgetter("_data")
-_GRAD = operator.attrgetter("_grad")
+
+class UpdateProgram(NamedTuple):
+    """The update ``(weights, grads, states, lr, rescale, scaler_state) -> (weights, states, scaler_state)``
+    jitted three ways, and the overflow guard it applies (``hybrid.amp``), or None."""
+
+    donating: Callable  # donates the weights and the states
+    donating_states: Callable  # donates the states only (someone else holds a weight)
+    plain: Callable  # donates nothing: staged on a recording, or traced inside hybrid.compile
+    guard: Any
+
+
 _LR_MULT = operator.attrgetter("lr_mult")
 _WD_MULT = operator.attrgetter("wd_mult")
 
@@ -160,13 +168,13 @@ class Trainer:
             raise ValueError(f"Trainer.step: batch_size must be positive, got {batch_size}")
         trainable = self._trainable()
         frame = _functional.compile_frame()
-        if frame is None and all(map(_FRESH, trainable)):
+        if frame is None and all([p.grad_state.fresh for p in trainable]):
             active = trainable
         else:
-            active = [p for p in trainable if p._is_fresh()]
+            active = [p for p in trainable if p.grad_is_fresh()]
         if len(active) != len(trainable):
             if not ignore_stale_grad:
-                stale = [self._names[p] for p in trainable if not p._is_fresh()]
+                stale = [self._names[p] for p in trainable if not p.grad_is_fresh()]
                 raise StaleGradientError(
                     f"Trainer.step: gradient of parameter(s) {stale[:10]}{'...' if len(stale) > 10 else ''} has "
                     "not been updated by backward since the last step. The model may use only some of its "
@@ -186,79 +194,62 @@ class Trainer:
         if frame is not None:
             self._update_in_trace(frame, program, active, rescale)
             return
-        grads = list(map(_GRAD, active))
-        tape = _lazy.open_tape(grads)
+        grads = [p.grad_state.value for p in active]
+        recording = open_recording(grads)
         with state_lock:  # see hybrid._state_lock
-            if tape is not None:
-                self._update_recorded(tape, program, active, grads, rescale)
+            if recording is not None:
+                self._update_recorded(recording, program, active, grads, rescale)
             else:
-                self._update_eager(program, active, [p._grad_value() for p in active])
+                self._update_eager(program, active, [p.grad_state.resolved() for p in active])
 
-    def _scaler_state(self, program: tuple) -> tuple:
+    def _scaler_state(self, program: UpdateProgram) -> tuple:
         """The loss scaler's state when ``program`` checks for overflow (hybrid.amp), else ()."""
-        return self._amp_loss_scaler.state() if program[3] is not None else ()
+        return self._amp_loss_scaler.state() if program.guard is not None else ()
 
-    def _update_eager(self, program: tuple, active: list[Parameter], grads: list) -> None:
+    def _update_eager(self, program: UpdateProgram, active: list[Parameter], grads: list) -> None:
         """The update as the trainer's own program, on gradients that are arrays."""
         lr = self._next_learning_rate()
         states = self._states_of(active)
-        weights = list(map(_DATA, active))
+        weights = data_of(active)
         # reuse the old weights' buffers unless someone besides the parameter holds one
         # (references: the parameter, `weights`, getrefcount's argument)
         donate = max(map(sys.getrefcount, weights), default=0) <= 3
-        new_weights, new_states, scaler_state = program[0 if donate else 1](
+        new_weights, new_states, scaler_state = (program.donating if donate else program.donating_states)(
             weights, grads, states, lr, np.float32(self._optimizer.rescale_grad), self._scaler_state(program))
         del weights, grads
         for param, weight, state in zip(active, new_weights, new_states):
-            param._assign(weight)
-            param._set_fresh(False)
+            param.assign_data(weight)
+            param.grad_state.fresh = False
             self._states[param] = state
         if scaler_state:
             self._amp_loss_scaler.set_state(scaler_state)
 
-    def _update_recorded(self, tape: _lazy.Tape, program: tuple, active: list[Parameter], grads: list,
+    def _update_recorded(self, recording: Any, program: UpdateProgram, active: list[Parameter], grads: list,
                          rescale: np.float32) -> None:
-        """The update staged on the recording that computed the gradients, then the whole step run
+        """The update staged on the recording that computed the gradients, which then runs the whole step
         as one program (old weights and states donated where nothing else holds them)."""
         lr = self._next_learning_rate()
         states = self._states_of(active)
-        weights = list(map(_DATA, active))
+        weights = data_of(active)
         n = len(active)
-        sizes = tuple(map(len, states))
-        flat_states = list(itertools.chain.from_iterable(states))
+        sizes = tuple([len(s) for s in states])
+        flat_states = [leaf for state in states for leaf in state]
         scaler_state = list(self._scaler_state(program))
         call, out_avals = self._flat_update(program, sizes, weights, flat_states + scaler_state)
-        # slots of the weights as recorded (when the recorded arrays are still the parameters' data),
-        # the gradients, and the states and hyperparameters, added at once
-        weight_slots = list(map(tape.param_slots.get, active))
-        if None in weight_slots or not all(map(operator.is_, tape.values_of(weight_slots), weights)):
-            weight_slots = tape.slots_of(weights, False)
-        state_slots = tape.new_inputs(flat_states, findable=False) or tape.slots_of(flat_states, False)
-        grad_slots = tape.own_slots(grads)
-        if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
-            grad_slots = tape.slots_of(list(map(_lazy.resolve, grads)))
-        in_slots = (weight_slots + grad_slots + list(state_slots) + tape.slots_of(scaler_state)
-                    + tape.slots_of(self._on_device(lr, rescale)))
-        slots = tape.add("call", call, None, in_slots, out_avals, ("call", "update", program[2], sizes),
-                         slots_only=True)
-        del grads, states
-
         end, guarded = n + len(flat_states), bool(scaler_state)
 
         def store(values: list) -> None:
-            Parameter._assign_all(active, values[:n])
+            assign_all(active, values[:n])
             self._states.update(zip(active, _group(values[n:end], sizes)))
             if guarded:
                 self._amp_loss_scaler.set_state(values[end:])
 
-        # the old weights and state leaves are held by their parameters and by self._states until store()
-        tape.write_group(("update", self), slots, store, holders=1, replaced_slots=weight_slots + list(state_slots))
-        Parameter._set_fresh_all(active, False)
-        if not self._keep_grads:
-            tape.drop_packed(list(map(_GRAD, active)), _NOT_KEPT)
-            Parameter._drop_grads(active)
-        del weights, flat_states, scaler_state
-        tape.materialize(final=True)
+        keep = self._keep_grads
+        consume_grads(active, keep)
+        del states  # the old weights and state leaves are held by their parameters and self._states only
+        recording.stage_update(self, call, (program.plain, sizes), weights, grads, flat_states,
+                               scaler_state + list(self._on_device(lr, rescale)), out_avals, store, params=active,
+                               drop_grads=() if keep else grads, drop_reason=_NOT_KEPT)
 
     def _on_device(self, *scalars: np.float32) -> tuple:
         """Hyperparameters as device arrays, kept while their values repeat (a host scalar would be
@@ -270,14 +261,14 @@ class Trainer:
             arrays = self._device_scalars[scalars] = tuple(jax.device_put(scalars))
         return arrays
 
-    def _flat_update(self, program: tuple, sizes: tuple, weights: list, flat_states: list) -> tuple[Callable, list]:
+    def _flat_update(self, program: UpdateProgram, sizes: tuple, weights: list, flat_states: list) -> tuple[Callable, list]:
         """The update as a function of flat arrays (weights, grads, state leaves, loss scaler state
         leaves, lr, rescale) returning (new weights, new state leaves, new loss scaler state leaves),
         and the shapes of its results (cached)."""
-        key = (program[2], sizes)
+        key = (program.plain, sizes)
         cached = self._flat_updates.get(key)
         if cached is None:
-            update, n = program[2], len(sizes)
+            update, n = program.plain, len(sizes)
             n_leaves = sum(sizes)
 
             def call(*flat):
@@ -301,7 +292,7 @@ class Trainer:
         self._optimizer.num_update += 1
         return np.float32(self._optimizer.learning_rate)
 
-    def _update_in_trace(self, frame: _functional.CompileFrame, program: Callable, active: list[Parameter],
+    def _update_in_trace(self, frame: _functional.CompileFrame, program: UpdateProgram, active: list[Parameter],
                          rescale: np.float32) -> None:
         """The update inside a whole-step trace: states are cells, the learning rate a host input."""
         lr = frame.host_input(("lr", self), self._next_learning_rate, (), np.float32)
@@ -311,12 +302,12 @@ class Trainer:
         states = [frame.read(key, getter) for key, getter in zip(keys, getters)]
         weights = [p.data() for p in active]
         grads = [p.grad() for p in active]
-        new_weights, new_states, scaler_state = program[2](weights, grads, states, lr, rescale,
+        new_weights, new_states, scaler_state = program.plain(weights, grads, states, lr, rescale,
                                                            self._scaler_state(program))
         for param, key, getter, weight, state in zip(active, keys, getters, new_weights, new_states):
             param.set_data(weight)
             frame.write(key, getter, functools.partial(self._states.__setitem__, param), state)
-            param._mark_consumed()
+            param.mark_grad_consumed()
         if scaler_state:
             self._amp_loss_scaler.set_state(scaler_state)
 
@@ -330,7 +321,7 @@ class Trainer:
         if len(missing) > 1 and self._placement is None:
             create = self._optimizer.create_state_multi_precision
             with _functional.no_frame():
-                weights = [p._data for p in missing]
+                weights = data_of(missing)
                 created = _filled_on_host(create, weights)
                 if created is None:
                     with jax.ensure_compile_time_eval():  # concrete arrays, also inside a hybrid.compile trace
@@ -342,13 +333,13 @@ class Trainer:
         state = self._states.get(param)
         if state is None:
             with _functional.no_frame(), jax.ensure_compile_time_eval():
-                state = self._optimizer.create_state_multi_precision(param._data)
+                state = self._optimizer.create_state_multi_precision(data_of([param])[0])
                 if self._placement is not None:
                     state = self._placement.place_state(param, state)
                 self._states[param] = state
         return state
 
-    def _program(self, params: Sequence[Parameter], guard: Any = None) -> tuple[Callable, Callable, Callable, Any]:
+    def _program(self, params: Sequence[Parameter], guard: Any = None) -> UpdateProgram:
         """The update ``(weights, grads, states, lr, rescale, scaler_state) -> (weights, states,
         scaler_state)`` as jitted programs: donating weights and states, donating states only, and
         donating nothing (for staging on a recording); then ``guard``. With a ``guard``
@@ -376,9 +367,9 @@ class Trainer:
             placed = {}
             if self._placement is not None:  # weights keep their sharding; states follow them
                 placed["out_shardings"] = ([self._placement.shardings[p] for p in params], None, None)
-            program = self._programs[key] = (jax.jit(update, donate_argnums=(0, 2), **placed),
-                                              jax.jit(update, donate_argnums=(2,), **placed),
-                                              jax.jit(update, **placed), guard)
+            program = self._programs[key] = UpdateProgram(jax.jit(update, donate_argnums=(0, 2), **placed),
+                                                          jax.jit(update, donate_argnums=(2,), **placed),
+                                                          jax.jit(update, **placed), guard)
         return program
 
     # -- persistence ---------------------------------------------------------------------

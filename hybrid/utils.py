@@ -122,5 +122,5 @@ def clip_global_norm(arrays: Any, max_norm: float, check_isfinite: bool = True) 
     if params is None:
         return clipped, norm
     for param, grad in zip(params, clipped):
-        param._assign_grad(grad, param._grad_fresh)  # JAX arrays are immutable: replace the gradient
+        param.grad_state.set(grad, param.grad_state.fresh)  # JAX arrays are immutable: replace the gradient
     return norm

@@ -115,3 +115,19 @@ def test_file_formats_and_backends_do_not_import_what_uses_them():
 def test_random_steps_out_of_frames_without_importing_them():
     assert not _reaches(MODULE_LEVEL, "hybrid.random", "hybrid._functional")
     assert not _reaches(MODULE_LEVEL, "hybrid._scopes", "hybrid._functional")
+
+
+def test_trainer_never_sees_the_recorder():
+    # the trainer asks the recording for an update (Tape.stage_update) through the gradients it holds;
+    # it imports nothing from hybrid._lazy, at module level or in a function
+    assert not any(m == "hybrid._lazy" or m.startswith("hybrid._lazy.") for m in ALL_LEVELS["hybrid.trainer"])
+    tree = ast.parse((ROOT / "trainer.py").read_text())
+    imported = [n for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for n in
+                [node.module or ""] + [a.name for a in node.names]]
+    assert "_lazy" not in " ".join(imported)
+
+
+def test_jax_internals_are_imported_by_the_recorder_only():
+    importers = sorted(name for name, path in MODULES.items()
+                       if "jax._src" in path.read_text() and not name.startswith("hybrid._lazy"))
+    assert importers == [], f"modules importing jax._src outside hybrid._lazy: {importers}"

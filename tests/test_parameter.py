@@ -58,7 +58,7 @@ def test_grad_is_zero_until_written_and_zero_grad_resets():
     p = Parameter("w", shape=(3,))
     p.initialize()
     np.testing.assert_array_equal(np.asarray(p.grad()), np.zeros(3))
-    p._accumulate_grad(jnp.ones(3))
+    p.accumulate_grad(jnp.ones(3))
     np.testing.assert_array_equal(np.asarray(p.grad()), np.ones(3))
     p.zero_grad()
     np.testing.assert_array_equal(np.asarray(p.grad()), np.zeros(3))
@@ -67,8 +67,8 @@ def test_grad_is_zero_until_written_and_zero_grad_resets():
 def test_grad_req_add_accumulates_and_null_has_no_grad():
     p = Parameter("w", shape=(2,), grad_req="add")
     p.initialize()
-    p._accumulate_grad(jnp.ones(2))
-    p._accumulate_grad(jnp.ones(2) * 2)
+    p.accumulate_grad(jnp.ones(2))
+    p.accumulate_grad(jnp.ones(2) * 2)
     np.testing.assert_array_equal(np.asarray(p.grad()), [3.0, 3.0])
     p.grad_req = "null"
     with pytest.raises(RuntimeError, match="grad_req='null'"):

@@ -130,8 +130,9 @@ class SlotRegistry:
         """:meth:`aval` of many slots."""
         avals = self.avals
         found = [avals[s] for s in slots]
-        if any(a is None for a in found):
-            found = [self.aval(s) for s in slots]
+        for aval in found:
+            if aval is None:
+                return [self.aval(s) for s in slots]
         return found
 
     def is_output(self, slot: int) -> bool:

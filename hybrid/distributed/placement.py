@@ -125,9 +125,10 @@ class Placement:
                 spec = self.rules.spec_for(name) if self.rules is not None else PartitionSpec()
                 sharding = parameter_sharding(name, tuple(param._data.shape), self.mesh, spec)
                 self.shardings[param] = sharding
-                param._assign(_put(param._data, sharding))
-                if param._grad is not None:
-                    param._assign_grad(_put(param._grad_value(), sharding), param._grad_fresh)
+                param.assign_data(_put(param._data, sharding))
+                state = param.grad_state
+                if state.value is not None:
+                    state.set(_put(state.resolved(), sharding), state.fresh)
         self._pending = waiting
 
     def place_state(self, param: Parameter, state: tuple) -> tuple:
