@@ -147,7 +147,8 @@ def run(bench: Benchmark, extra: list[str], machine: str, write: bool, results_d
     if why:
         print(f"{bench.name}: skipped, {why}", file=sys.stderr)
         return 2
-    args = list(bench.gpu_args if machine != "cpu" and bench.gpu_args is not None else bench.args) + extra
+    on_gpu = machine.startswith("gpu") and bench.gpu_args is not None
+    args = list(bench.gpu_args if on_gpu else bench.args) + extra
     results = results_dir / bench.results_name(machine) if bench.results else None
     if bench.writes == "prefix" and write and results is not None:
         args += ["--out", str(results.with_suffix(""))]
@@ -155,6 +156,7 @@ def run(bench: Benchmark, extra: list[str], machine: str, write: bool, results_d
         args += ["--no-write"]
     command = " ".join(["python3", f"benchmarks/{bench.script}", *args])
     print(f"== {bench.name}: {command}", flush=True)
+    header = provenance(command, machine)
     proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / bench.script), *args], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     lines = []
@@ -166,10 +168,10 @@ def run(bench: Benchmark, extra: list[str], machine: str, write: bool, results_d
         return status
     if bench.writes == "stdout":
         results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text(provenance(command, machine) + "\n" + "".join(lines))
+        results.write_text(header + "\n" + "".join(lines))
     elif bench.writes == "prefix":
         text = results.read_text()
-        results.write_text(provenance(command, machine) + "\n" + text)
+        results.write_text(header + "\n" + text)
     print(f"results: {results.relative_to(ROOT) if results.is_relative_to(ROOT) else results}")
     return 0
 
@@ -219,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(path.read_text(), end="")
         return 0
+    if args.all and extra:
+        parser.error("arguments after -- go to one benchmark's script, not to --all")
     if args.all:
         failed = [b.name for b in BENCHMARKS.values()
                   if not cannot_run(b, machine) and run(b, extra, machine, not args.no_write, results_dir)]

@@ -111,11 +111,14 @@ def test_worker_reports_missing_frameworks(monkeypatch):
 
 
 def test_runner_end_to_end(tmp_path):
-    out = tmp_path / "suite"
+    """The suite's runner through benchmarks/run.py: the runner writes <results>.json and .txt at the prefix
+    run.py gives it, and run.py puts its provenance line at the top of the table."""
+    out = tmp_path / "suite-testbox"
     env = dict(os.environ, HYBRID_BENCH_PYTHON=sys.executable, HYBRID_BENCH_MXNET_PYTHON=str(tmp_path / "none"))
-    done = subprocess.run([sys.executable, "benchmarks/run_suite.py", "--quick", "--models", "mlp33",
+    done = subprocess.run([sys.executable, "benchmarks/run.py", "suite", "--machine", "testbox", "--results-dir",
+                           str(tmp_path), "--", "--quick", "--models", "mlp33",
                            "--frameworks", "jax_handwritten", "mxnet_gluon_eager", "--repeats", "2",
-                           "--sample-ms", "1", "--batch", "mlp33=4", "--out", str(out)],
+                           "--sample-ms", "1", "--batch", "mlp33=4"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {(r["framework"], r["mode"]): r for r in json.loads(out.with_suffix(".json").read_text())["rows"]}
@@ -125,7 +128,9 @@ def test_runner_end_to_end(tmp_path):
         assert limit["median_ms"] > 0 and limit["first_s"] > 0 and limit["peak_mb"] > limit["rss_import_mb"] > 0
     assert len(rows[("jax_handwritten", "train")]["losses"]) == 3
     assert rows[("mxnet_gluon_eager", "infer")]["status"] == "not installed"
-    assert "jax_handwritten" in out.with_suffix(".txt").read_text()
+    header, table = out.with_suffix(".txt").read_text().split("\n", 1)
+    assert header.startswith("# python3 benchmarks/run_suite.py --quick --models mlp33") and "machine testbox" in header
+    assert "jax_handwritten" in table
 
 
 def test_memory_bench_measures_remat_and_budgets(tmp_path):
