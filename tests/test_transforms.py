@@ -202,6 +202,10 @@ def test_pillow_resizing_stays_within_one_of_exact_bilinear(rng):
         fast = _fast_resize.crop_resize(img, 0, 0, w, h, (out_w, out_h))
         assert fast.dtype == np.uint8 and fast.shape == exact.shape
         assert np.abs(fast - exact).max() <= 1.001  # float32 rounding of the exact value
+    # four channels are not colour plus alpha: no premultiplying (Pillow's RGBA resampling would give 204 here)
+    rgba = np.zeros((4, 4, 4), np.uint8)
+    rgba[..., 0], rgba[..., 3] = 200, 10
+    np.testing.assert_array_equal(T.Resize(8)(rgba)[..., 0], 200)
     # RandomResizedCrop picks the same window for uint8 and float input under the same seed
     img = rng.integers(0, 256, (64, 48, 3), dtype=np.uint8)
     crop = T.RandomResizedCrop((40, 30))

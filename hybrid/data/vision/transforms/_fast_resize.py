@@ -17,7 +17,7 @@ try:
 except ImportError:  # Pillow is optional: the NumPy path is used
     _Image = None
 
-_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+_MODES = {1: "L", 3: "RGB"}  # not RGBA: Pillow premultiplies alpha when it resamples
 
 
 def _pillow_eligible(img: np.ndarray, method: str) -> bool:
