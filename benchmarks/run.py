@@ -33,8 +33,10 @@ MXNET_PYTHON = Path("/work/mxnet-env/bin/python")
 class Benchmark:
     """One benchmark. ``results`` is the results file's name with ``{machine}`` in it (or a fixed name for a
     check whose outcome does not depend on the machine, or "" when nothing is kept); ``writes`` says who
-    writes it: ``"stdout"`` (this runner, from the script's output), ``"prefix"`` (the script, given
-    ``--out <results without extension>``) or ``"script"`` (the script, at a path of its own)."""
+    writes it: ``"stdout"`` (this runner, from the script's output), ``"out"`` (the script, given
+    ``--out <results>``: its report without progress lines), ``"prefix"`` (the script, given
+    ``--out <results without extension>``) or ``"script"`` (the script, at a path of its own). This runner
+    puts its provenance line first in all but the last."""
     name: str
     script: str
     measures: str
@@ -74,7 +76,7 @@ BENCHMARKS = {b.name: b for b in [
               args=("--steps", "500", "--rounds", "9")),
     Benchmark("hybrid-forward", "bench_hybrid_forward.py", "Gluon 1.x hybrid_forward(F, ...) blocks against "
               "the same networks written with forward", "hybridized inference and the Gluon loop <= 1.05x "
-              "(issue 28)"),
+              "(issue 28)", writes="out"),
     Benchmark("passes", "bench_passes.py", "graph passes on against off: speed, bytes accessed, pipeline cost, "
               "a 10,000-node graph"),
     Benchmark("memory", "bench_memory.py", "training memory and step time without and with "
@@ -94,20 +96,21 @@ BENCHMARKS = {b.name: b for b in [
               results="gluoncv-files.txt", args=("--all",), writes="script"),
     Benchmark("prefetch", "bench_prefetch.py", "time a training loop waits for data, with and without "
               "data.prefetch_to_device", "<= 10% of the loop's time waiting beyond the pipeline's own rate "
-              "(issue 31)"),
+              "(issue 31)", writes="out"),
     Benchmark("image-pipeline", "bench_image_pipeline.py", "images per second of a JPEG training pipeline "
               "(RandomResizedCrop, flip, ToTensor, Normalize; 2 workers): hybrid's folder and .rec datasets "
-              "against torchvision's ImageFolder and DataLoader", ">= 1.0x torchvision's images/s (issue 31)"),
+              "against torchvision's ImageFolder and DataLoader", ">= 1.0x torchvision's images/s (issue 31)",
+              writes="out"),
     Benchmark("image-decode", "probe_image_decode.py", "decoding cost per JPEG of ImageFolderDataset's samples "
-              "against torchvision's loader and Pillow's decode alone"),
+              "against torchvision's loader and Pillow's decode alone", writes="out"),
     Benchmark("first-step", "bench_first_step.py", "first and steady steps as a new user meets them (fresh "
               "processes and home directories; d2l's LeNet, the d2l chapters cold and warm beside MXNet "
               "eager, the README example)", "loss block made inside the step: steady <= 1.2x made once; "
               "first step <= 1.5x a hand-written jax.jit step's; warm cache's first step <= 0.35x; warm "
-              "d2l chapter <= 1.5x MXNet eager's total (issue 30)"),
+              "d2l chapter <= 1.5x MXNet eager's total (issue 30)", writes="out"),
     Benchmark("deployment-flips", "probe_deployment_flips.py", "one-bit flips of a forged deployment file: "
               "refused or loaded in bounded time, no process left behind",
-              "every load <= 30 s, none left behind (issue 31)"),
+              "every load <= 30 s, none left behind (issue 31)", writes="out"),
 ]}
 
 
@@ -150,8 +153,11 @@ def run(bench: Benchmark, extra: list[str], machine: str, write: bool, results_d
     on_gpu = machine.startswith("gpu") and bench.gpu_args is not None
     args = list(bench.gpu_args if on_gpu else bench.args) + extra
     results = results_dir / bench.results_name(machine) if bench.results else None
-    if bench.writes == "prefix" and write and results is not None:
-        args += ["--out", str(results.with_suffix(""))]
+    if write and results is not None:
+        results.parent.mkdir(parents=True, exist_ok=True)
+    if bench.writes in ("out", "prefix") and write and results is not None:
+        out = results.relative_to(ROOT) if results.is_relative_to(ROOT) else results  # the script runs in ROOT
+        args += ["--out", str(out.with_suffix("") if bench.writes == "prefix" else out)]
     if bench.writes == "script" and not write:
         args += ["--no-write"]
     command = " ".join(["python3", f"benchmarks/{bench.script}", *args])
@@ -167,9 +173,8 @@ def run(bench: Benchmark, extra: list[str], machine: str, write: bool, results_d
     if status != 0 or not write or results is None:
         return status
     if bench.writes == "stdout":
-        results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text(header + "\n" + "".join(lines))
-    elif bench.writes == "prefix":
+    elif bench.writes in ("out", "prefix"):
         text = results.read_text()
         results.write_text(header + "\n" + text)
     print(f"results: {results.relative_to(ROOT) if results.is_relative_to(ROOT) else results}")
