@@ -13,7 +13,9 @@ ImageNet's mean and std, shuffled batches of ``--batch`` from ``--workers`` work
 - ``hybrid folder``: ``data.vision.ImageFolderDataset`` + ``data.DataLoader``;
 - ``hybrid .rec``: ``data.vision.ImageRecordDataset`` + ``data.DataLoader``;
 - ``hybrid threads``: the folder pipeline with ``thread_pool=True`` (worker threads, no pickling
-  of batches between processes).
+  of batches between processes);
+- ``... transport``: each loader over a dataset of ready ``(3, crop, crop)`` float32 images (no
+  decoding, no transforms): the rate at which the loader alone moves batches out of its workers.
 
 Every loader runs one warm-up epoch, then ``--epochs`` timed epochs, interleaved between the
 pipelines; a pipeline's rate is the median of its epochs' images per second. The script also
@@ -66,6 +68,19 @@ def make_images(root: Path, count: int, size: int) -> Path:
     return rec_path
 
 
+class ReadyImages:
+    """``count`` samples of an all-zero ``(3, crop, crop)`` float32 image and label 0."""
+
+    def __init__(self, count: int, crop: int):
+        self.count, self.image = count, np.zeros((3, crop, crop), np.float32)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int):
+        return self.image, 0
+
+
 def hybrid_transform(crop: int):
     from hybrid.data.vision import transforms as T
     return T.Compose([T.RandomResizedCrop(crop), T.RandomFlipLeftRight(), T.ToTensor(), T.Normalize(MEAN, STD)])
@@ -78,6 +93,7 @@ def hybrid_loader(dataset, crop: int, batch: int, workers: int, threads: bool = 
 
 
 def make_loaders(root: Path, rec: Path, crop: int, batch: int, workers: int, with_torch: bool) -> dict[str, object]:
+    from hybrid import data
     from hybrid.data import vision
     loaders = {}
     try:
@@ -91,6 +107,8 @@ def make_loaders(root: Path, rec: Path, crop: int, batch: int, workers: int, wit
             TT.RandomResizedCrop(crop), TT.RandomHorizontalFlip(), TT.ToTensor(), TT.Normalize(MEAN, STD)]))
         loaders["torchvision"] = torch.utils.data.DataLoader(tv, batch_size=batch, shuffle=True, num_workers=workers,
                                                              persistent_workers=workers > 0)
+        loaders["torch transport"] = torch.utils.data.DataLoader(
+            ReadyImages(len(tv), crop), batch_size=batch, num_workers=workers, persistent_workers=workers > 0)
     except ImportError as exc:
         print(f"torchvision not measured: {exc}")
     for name, dataset in (("hybrid folder", vision.ImageFolderDataset(str(root / "images"))),
@@ -98,6 +116,8 @@ def make_loaders(root: Path, rec: Path, crop: int, batch: int, workers: int, wit
         loaders[name] = hybrid_loader(dataset, crop, batch, workers)
     loaders["hybrid threads"] = hybrid_loader(vision.ImageFolderDataset(str(root / "images")), crop, batch, workers,
                                               threads=True)
+    count = len(vision.ImageFolderDataset(str(root / "images")))
+    loaders["hybrid transport"] = data.DataLoader(ReadyImages(count, crop), batch_size=batch, num_workers=workers)
     return loaders
 
 
@@ -189,15 +209,17 @@ def main() -> None:
              f"after a warm-up",
              f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
              "",
-             f"{'pipeline':<16}{'images/s':>10}{'min':>10}{'max':>10}"]
+             f"{'pipeline':<18}{'images/s':>10}{'min':>10}{'max':>10}"]
     medians = {name: statistics.median(values) for name, values in rates.items()}
     for name, values in rates.items():
-        lines.append(f"{name:<16}{medians[name]:>10.1f}{min(values):>10.1f}{max(values):>10.1f}")
+        lines.append(f"{name:<18}{medians[name]:>10.1f}{min(values):>10.1f}{max(values):>10.1f}")
     lines.append("")
     if "torchvision" in medians:
         lines.append(f"hybrid folder / torchvision: {medians['hybrid folder'] / medians['torchvision']:.2f}x "
                      f"(target >= 1.0x)")
         lines.append(f"hybrid threads / torchvision: {medians['hybrid threads'] / medians['torchvision']:.2f}x")
+        lines.append(f"hybrid transport / torch transport: "
+                     f"{medians['hybrid transport'] / medians['torch transport']:.2f}x")
     lines.append(f"hybrid .rec / hybrid folder: {medians['hybrid .rec'] / medians['hybrid folder']:.2f}x "
                  f"(target >= 1.0x)")
     lines += ["", "one image, main process (ms):", f"{'stage':<20}{'hybrid':>10}{'torchvision':>13}"]

@@ -13,9 +13,9 @@ def test_image_pipeline_bench_reads_every_image_and_reports_rates(tmp_path):
                           "--crop", "24", "--batch", "4", "--epochs", "1", "--stage-repeats", "2", "--no-torch",
                           "--out", str(out_file)], cwd=root, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
-    rates = dict(re.findall(r"^(hybrid folder|hybrid \.rec|hybrid threads) +([\d.]+) +[\d.]+ +[\d.]+$",
+    rates = dict(re.findall(r"^(hybrid folder|hybrid \.rec|hybrid threads|hybrid transport) +([\d.]+) +[\d.]+ +[\d.]+$",
                             out.stdout, re.M))
-    assert set(rates) == {"hybrid folder", "hybrid .rec", "hybrid threads"}, out.stdout
+    assert set(rates) == {"hybrid folder", "hybrid .rec", "hybrid threads", "hybrid transport"}, out.stdout
     assert all(float(r) > 0 for r in rates.values())
     ratio = float(re.search(r"hybrid \.rec / hybrid folder: ([\d.]+)x", out.stdout).group(1))
     assert abs(ratio - float(rates["hybrid .rec"]) / float(rates["hybrid folder"])) < 0.01
