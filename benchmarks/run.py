@@ -96,7 +96,7 @@ BENCHMARKS = {b.name: b for b in [
               results="gluoncv-files.txt", args=("--all",), writes="script"),
     Benchmark("prefetch", "bench_prefetch.py", "time a training loop waits for data, with and without "
               "data.prefetch_to_device", "<= 10% of the loop's time waiting beyond the pipeline's own rate "
-              "(issue 31)", writes="out"),
+              "(issue 31)", args=("--rounds", "11"), writes="out"),
     Benchmark("image-pipeline", "bench_image_pipeline.py", "images per second of a JPEG training pipeline "
               "(RandomResizedCrop, flip, ToTensor, Normalize; 2 workers): hybrid's folder and .rec datasets "
               "against torchvision's ImageFolder and DataLoader", ">= 1.0x torchvision's images/s (issue 31)",
@@ -107,7 +107,7 @@ BENCHMARKS = {b.name: b for b in [
               "processes and home directories; d2l's LeNet, the d2l chapters cold and warm beside MXNet "
               "eager, the README example)", "loss block made inside the step: steady <= 1.2x made once; "
               "first step <= 1.5x a hand-written jax.jit step's; warm cache's first step <= 0.35x; warm "
-              "d2l chapter <= 1.5x MXNet eager's total (issue 30)", writes="out"),
+              "d2l chapter <= 1.5x MXNet eager's total (issue 30)", args=("--repeats", "3"), writes="out"),
     Benchmark("deployment-flips", "probe_deployment_flips.py", "one-bit flips of a forged deployment file: "
               "refused or loaded in bounded time, no process left behind",
               "every load <= 30 s, none left behind (issue 31)", writes="out"),
