@@ -96,7 +96,8 @@ class GradState:
 def set_grads(params: Sequence["Parameter"], grads: Sequence) -> None:
     """Give each of ``params`` its fresh gradient (``grads`` may be references to packed values)."""
     for param, grad in zip(params, grads):
-        param.grad_state.set(grad)
+        state = param.grad_state
+        state.value, state.fresh, state.dropped = grad, True, False
 
 
 def data_of(params: Sequence["Parameter"]) -> list:

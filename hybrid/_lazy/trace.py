@@ -300,6 +300,8 @@ class LazyTrace(core.Trace):
         super().__init__()
         # weak: the tape holds its trace, and a cycle would leave every finished tape to Python's
         # garbage collector, whose collections then cost each step more the more objects a process holds
+        # (mlp33 loop in a process holding 300k lists: 0.67 ms of CPU per step, 0.76 ms with a strong
+        # reference, 2.5x the collections)
         self._tape = weakref.ref(tape)
         self.requires_low = False
 
