@@ -15,13 +15,14 @@ import itertools
 import sys
 import time
 import weakref
+from collections import OrderedDict
 from operator import attrgetter
 from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
 
-from . import _context, _functional, _lazy, compile_log
+from . import _context, _functional, _lazy, _structure, compile_log
 from . import random as _random
 from ._state_lock import state_lock
 from ._watch import watch
@@ -209,20 +210,37 @@ def control_flow_error(block: Any, exc: BaseException) -> HybridizeError:
     return err
 
 
-class CompiledForward:
-    """One traced and optimised forward and its jitted entry points."""
+def _merge(state_index: Sequence[int], other_index: Sequence[int], state_values: Sequence,
+           other_values: Sequence) -> list:
+    """Parameter values in graph order from the state and non-state lists."""
+    values = [None] * (len(state_index) + len(other_index))
+    for i, v in zip(state_index, state_values):
+        values[i] = v
+    for i, v in zip(other_index, other_values):
+        values[i] = v
+    return values
+
+
+class Program:
+    """One traced and optimised forward and its jitted entry points, positional in its parameters.
+
+    It holds no block or parameter: :class:`CompiledForward` binds it to the parameters and blocks of
+    one tree, so structurally equal blocks share it (see :mod:`hybrid._structure`). Its ``token``
+    names it in recorded programs' keys; they are released when it is."""
 
     def __init__(self, traced: TraceResult, passes: Sequence[str], remat: Any = None):
         self.signature = ""  # the input signature as text, for log lines
         self.ran = False  # whether the eager entry point has run (compiled) yet
-        self.params = traced.params
-        self.state_params = traced.state_params
-        self.attributes = traced.attributes
-        self.attr_inputs = traced.attr_inputs
+        self.paths: _structure.Paths | None = None  # where its objects are in a tree, when bindable
+        self.shared_key: tuple | None = None  # its key among the programs shared by structure
+        self.users: "weakref.WeakSet[CachedOp]" = weakref.WeakSet()  # the caches holding it
         self.out_tree = traced.out_tree
         self.uses_rng = traced.uses_rng
         self.traced_graph = traced.graph
         self.n_outputs = traced.n_outputs
+        self.n_params = len(traced.params)
+        self.param_specs = [(tuple(p._data.shape), np.dtype(p._data.dtype)) for p in traced.params]
+        self.diff_index = [i for i, p in enumerate(traced.params) if p.grad_req != "null"]
         start = time.perf_counter()
         self.graph, self.pass_stats = pipeline.run_passes(traced.graph, passes)
         self.pass_seconds = time.perf_counter() - start
@@ -236,23 +254,22 @@ class CompiledForward:
 
         # State parameters (e.g. BatchNorm statistics) are passed separately so that their old
         # buffers can be donated: the program overwrites them.
-        written = set(self.state_params)
-        self.state_index = [i for i, p in enumerate(self.params) if p in written]
-        self.other_index = [i for i, p in enumerate(self.params) if p not in written]
-        self.state_inputs = [self.params[i] for i in self.state_index]
-        self.other_inputs = [self.params[i] for i in self.other_index]
+        written = {id(p) for p in traced.state_params}
+        state_index = self.state_index = [i for i, p in enumerate(traced.params) if id(p) in written]
+        other_index = self.other_index = [i for i, p in enumerate(traced.params) if id(p) not in written]
 
         def infer(state_values, other_values, input_values, rng):
-            return forward(self.merge(state_values, other_values), input_values, rng)
+            return forward(_merge(state_index, other_index, state_values, other_values), input_values, rng)
 
-        split = None if self.state_index else hoist.split_parameter_work(self.graph, len(self.params))
+        split = None if state_index else hoist.split_parameter_work(self.graph, self.n_params)
         self.infer = jax.jit(infer) if split is None else _HoistedInfer(self, split)
-        self._infer_donating = jax.jit(infer, donate_argnums=(0,)) if self.state_index else None
+        self._infer_donating = jax.jit(infer, donate_argnums=(0,)) if state_index else None
         self.infer_in_frame = jax.jit(forward)  # inside other traces: no donation, one nested call
         self.train_in_frame = self.infer_in_frame if self.train_forward is forward else jax.jit(self.train_forward)
         self.token = next(_TOKENS)
+        weakref.finalize(self, _lazy.forget_token, self.token)  # recorded programs calling it go with it
         self._out_avals = traced.out_avals
-        self._param_avals: list | None = None
+        self._param_avals = [jax.core.ShapedArray(shape, dtype) for shape, dtype in self.param_specs]
 
     def run_eager(self, state_values: list, other_values: list, input_values: list, rng: tuple) -> tuple:
         """Run the forward on concrete arrays; the state buffers (e.g. running statistics) are reused
@@ -277,8 +294,8 @@ class CompiledForward:
         """XLA's memory figure (temp + arguments + outputs - aliased bytes) of one forward+backward
         of ``graph`` with respect to the differentiable parameters."""
         forward = self.make_forward(graph)
-        diff = [i for i, p in enumerate(self.params) if p.grad_req != "null"]
-        n_params = len(self.params)
+        diff = self.diff_index
+        n_params = self.n_params
         specs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in graph.inputs]
 
         def step(*flat):
@@ -299,7 +316,7 @@ class CompiledForward:
 
     def _apply_remat(self, spec: Any) -> None:
         start = time.perf_counter()
-        weights = self.graph.inputs[:len(self.params)]
+        weights = self.graph.inputs[:self.n_params]
         graph, plan, details = remat.choose_plan(self.graph, spec, weights, self.training_memory)
         self.pass_stats.append(pipeline.PassStat("remat", len(self.graph), len(graph),
                                                  time.perf_counter() - start, details))
@@ -307,12 +324,64 @@ class CompiledForward:
 
     def merge(self, state_values: Sequence, other_values: Sequence) -> list:
         """Parameter values in graph order from the state and non-state lists."""
-        values = [None] * len(self.params)
-        for i, v in zip(self.state_index, state_values):
-            values[i] = v
-        for i, v in zip(self.other_index, other_values):
-            values[i] = v
-        return values
+        return _merge(self.state_index, self.other_index, state_values, other_values)
+
+    def bind(self, root: Any) -> "CompiledForward | None":
+        """This program bound to the objects of ``root``'s tree at its paths, or None when they are not
+        all there with the shapes and dtypes it was traced for."""
+        found = self.paths.resolve(root) if self.paths is not None else None
+        if found is None:
+            return None
+        params = found[0]
+        for param, (shape, dtype) in zip(params, self.param_specs):
+            data = param._data
+            if data is None or tuple(data.shape) != shape or data.dtype != dtype:
+                return None
+        return CompiledForward.bound(self, *found)
+
+
+class CompiledForward:
+    """A :class:`Program` bound to the parameters and blocks of one tree: what a call reads and writes.
+
+    ``CompiledForward(traced, passes, remat)`` traces a new program for the objects of ``traced``;
+    attributes not set here (``graph``, ``train_graph``, ``pass_stats``...) are the program's."""
+
+    def __init__(self, traced: TraceResult, passes: Sequence[str], remat: Any = None):
+        self._bind(Program(traced, passes, remat), traced.params, traced.state_params, traced.attributes,
+                   traced.attr_inputs)
+
+    @classmethod
+    def bound(cls, program: Program, params: list, state_params: list, attributes: list,
+              attr_inputs: list) -> "CompiledForward":
+        """``program`` bound to these objects (in the order of the tree it was traced from)."""
+        entry = cls.__new__(cls)
+        entry._bind(program, params, state_params, attributes, attr_inputs)
+        return entry
+
+    def _bind(self, program: Program, params: list, state_params: list, attributes: list,
+              attr_inputs: list) -> None:
+        self.program = program
+        self.params, self.state_params = params, state_params
+        self.attributes, self.attr_inputs = attributes, attr_inputs
+        self.state_inputs = [params[i] for i in program.state_index]
+        self.other_inputs = [params[i] for i in program.other_index]
+        # read on every call: copied rather than looked up through the program
+        self.out_tree, self.uses_rng, self.n_outputs = program.out_tree, program.uses_rng, program.n_outputs
+        self.token, self.infer, self.run_eager = program.token, program.infer, program.run_eager
+        self.infer_in_frame, self.train_in_frame = program.infer_in_frame, program.train_in_frame
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "program":  # not bound yet
+            raise AttributeError(name)
+        return getattr(self.program, name)
+
+    @property
+    def signature(self) -> str:
+        return self.program.signature
+
+    @property
+    def ran(self) -> bool:
+        return self.program.ran
 
     def current_values(self) -> tuple[list, list]:
         """The parameters' arrays as (state, non-state) lists, the form the jitted entry points take."""
@@ -334,45 +403,94 @@ class CompiledForward:
 
     def record(self, tape: _lazy.Tape, arrays: list, rng: tuple) -> tuple[list, list]:
         """Stage one call on ``tape``; returns lazy (outputs, states)."""
-        params = self.params
+        params, program = self.params, self.program
         if _context.current().frame is None:
             with state_lock:
                 values = list(map(_get_data, params))
-                if self._param_avals is None:
-                    self._param_avals = [jax.core.ShapedArray(v.shape, v.dtype) for v in values]
-                param_slots = tape.read_params(params, values, self._param_avals)  # the entry implies avals
+                # the entry implies the parameters' shapes and dtypes
+                param_slots = tape.read_params(params, values, program._param_avals)
         else:
             param_slots = tape.slots_of([p.data() for p in params], False)  # noted on the tape as parameter reads
         rest = list(arrays) + list(rng)
         slots = list(param_slots) + tape.slots_of(rest, False)
-        n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, self.train_forward
+        n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, program.train_forward
 
         def call(*flat_values):
             p, rest = flat_values[:n_params], flat_values[n_params:]
             outputs, states = forward(p, rest[:n_arrays], rest[n_arrays:])
             return list(outputs) + list(states)
 
-        results = tape.call(call, self.token, None, self._out_avals, token=self.token, slots=slots)
+        results = tape.call(call, self.token, None, program._out_avals, token=self.token, slots=slots)
         return results[:n_out], results[n_out:]
+
+
+# Programs by structure (see hybrid._structure): a block finds the program of an equal block, alive or
+# made recently (a block created inside every training step finds the previous step's).
+_SHARED: "OrderedDict[tuple, Program]" = OrderedDict()
+MAX_SHARED = 512
+
+
+def shared_programs() -> int:
+    """How many programs are kept for sharing by structure."""
+    return len(_SHARED)
+
+
+def _share(key: tuple, program: Program) -> None:
+    program.shared_key = key
+    _SHARED[key] = program
+    while len(_SHARED) > MAX_SHARED:
+        _SHARED.popitem(last=False)
+
+
+def release_unused() -> int:
+    """Release the programs kept for sharing that no live block holds, with the recorded programs calling
+    them; returns how many were released."""
+    unused = [key for key, program in list(_SHARED.items()) if not program.users]
+    for key in unused:
+        program = _SHARED.pop(key, None)
+        if program is not None:
+            _lazy.forget_token(program.token)
+    return len(unused)
+
+
+def _release(program: Program, user: "CachedOp") -> None:
+    """``user`` no longer holds ``program``: a program no other cache holds is released now, with the
+    recorded programs calling it (a structural change ends it; a block that is only dropped, such as
+    one made inside a step, leaves it for the next equal block)."""
+    program.users.discard(user)
+    if program.users:
+        return
+    if program.shared_key is not None and _SHARED.get(program.shared_key) is program:
+        del _SHARED[program.shared_key]
+    _lazy.forget_token(program.token)
 
 
 class CachedOp:
     """Per-block cache of compiled forwards, keyed by call signature.
 
+    A forward is looked up by the block's structure first (:mod:`hybrid._structure`): an equal
+    block's program is bound to this block's parameters, so equal blocks trace and compile once.
     It watches the blocks and parameters of its block's tree: a structural change to any of
-    them (see :mod:`hybrid._watch`) clears it, and with it every recorded program using it."""
+    them (see :mod:`hybrid._watch`) clears it, and the next call looks up the new structure."""
 
     def __init__(self, block: Any, passes: Sequence[str], remat: Any = None):
-        self.block = block
+        # weak: the block holds its cache, and a cycle would keep both (and the programs they hold) until
+        # Python's garbage collector runs
+        self._block = weakref.ref(block)
         self.passes = tuple(passes)
         self.remat = remat
         self.entries: dict[tuple, CompiledForward] = {}
         self.warned = False  # about compiling for too many input signatures
         LIVE_CACHES.add(self)
 
+    @property
+    def block(self) -> Any:
+        """The block whose calls this caches (None once it is gone)."""
+        return self._block()
+
     def invalidate(self) -> None:
         for entry in self.entries.values():
-            _lazy.forget_token(entry.token)
+            _release(entry.program, self)
         self.entries = {}
 
     def entry(self, args: tuple) -> tuple[CompiledForward, list]:
@@ -382,19 +500,57 @@ class CachedOp:
         key = (treedef, _context.current().training, parts, precision.current())
         entry = self.entries.get(key)
         if entry is None:
-            described = compile_log.describe(parts) + (" training" if key[1] else "")
-            with _lazy.eval_trace(), compile_log.timed(f"traced {compile_log.name_of(self.block)}", described):
-                # tracing and passes run on their own, whatever is being recorded
-                entry = CompiledForward(trace_block(self.block, args), self.passes, self.remat)
-            entry.signature = described
-            self.entries[key] = entry
-            weakref.finalize(self, _lazy.forget_token, entry.token)  # recorded programs calling it go with it
-            if not self.warned:
-                self.warned = compile_log.warn_if_recompiling(self.block, [e.signature for e in self.entries.values()])
-            blocks: list = []
-            self.block.apply(blocks.append)
-            watch(self, blocks + unique_params(self.block.collect_params()))
+            entry = self._new_entry(key, args)
         return entry, arrays
+
+    def _shared_key(self, key: tuple) -> tuple | None:
+        structure = _structure.structure_key(self.block)
+        if structure is None:
+            return None
+        options = _structure.plain_key((self.passes, self.remat))
+        return None if options is None else (structure, options, key)
+
+    def _new_entry(self, key: tuple, args: tuple) -> CompiledForward:
+        block = self.block
+        if _context.current().frame is None and _structure.deferred_leaf(block):
+            with _lazy.eval_trace():  # as the trace would: shapes from the inputs, then the initialisers
+                block._init_deferred(*args)
+        shared_key = self._shared_key(key)
+        program = _SHARED.get(shared_key) if shared_key is not None else None
+        entry = program.bind(block) if program is not None else None
+        if entry is not None:
+            if _SHARED.get(shared_key) is program:  # (another thread may have released it since)
+                _SHARED.move_to_end(shared_key)
+            compile_log.log.debug("%s shares the compiled forward of an equal block for %s",
+                                  compile_log.name_of(block), program.signature)
+        else:
+            described = compile_log.describe(key[2]) + (" training" if key[1] else "")
+            with _lazy.eval_trace(), compile_log.timed(f"traced {compile_log.name_of(block)}", described):
+                # tracing and passes run on their own, whatever is being recorded
+                traced = trace_block(block, args)
+                after = self._shared_key(key)
+                if shared_key is None:  # parameters with deferred shapes were initialised by the trace
+                    shared_key = after
+                    program = _SHARED.get(shared_key) if shared_key is not None else None
+                    entry = program.bind(block) if program is not None else None
+                elif after != shared_key:  # the trace changed the block: an equal block's would too
+                    shared_key = None
+                if entry is None:
+                    entry = CompiledForward(traced, self.passes, self.remat)
+                    entry.program.signature = described
+                    if shared_key is not None:
+                        entry.program.paths = _structure.paths_of(block, traced.params, traced.state_params,
+                                                                  traced.attributes, traced.attr_inputs)
+                        if entry.program.paths is not None:
+                            _share(shared_key, entry.program)
+        self.entries[key] = entry
+        entry.program.users.add(self)
+        if not self.warned:
+            self.warned = compile_log.warn_if_recompiling(block, [e.signature for e in self.entries.values()])
+        blocks: list = []
+        block.apply(blocks.append)
+        watch(self, blocks + unique_params(block.collect_params()))
+        return entry
 
     def __call__(self, args: tuple) -> Any:
         entry, arrays = self.entry(args)
@@ -405,12 +561,13 @@ class CachedOp:
         arrays = [_lazy.concrete(a) for a in entry.with_attributes(arrays)]
         with state_lock:
             state_values, other_values = entry.current_values()
-            if entry.ran:
+            program = entry.program
+            if program.ran:
                 outputs, states = entry.run_eager(state_values, other_values, arrays, rng)
             else:
                 with compile_log.timed(f"compiled {compile_log.name_of(self.block)}", entry.signature):
                     outputs, states = entry.run_eager(state_values, other_values, arrays, rng)
-                entry.ran = True
+                program.ran = True
             del state_values
             entry.write_states(states, _set_param_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
@@ -438,7 +595,7 @@ class CachedOp:
             # inference inside hybrid.compile: the parameter-only work comes from the hoisted program's
             # cache, as a value read at every call, instead of being redone by every call of the step
             params = entry.params
-            prepared = frame.read_derived(("prepared", hoisted), [("data", p) for p in params],
+            prepared = frame.read_derived(("prepared", hoisted, *params), [("data", p) for p in params],
                                           lambda: hoisted.prepared_for([p._data for p in params]))
         param_values, inputs = [p.data() for p in entry.params], entry.with_attributes(arrays)
         if prepared is not None:
@@ -464,11 +621,14 @@ def _set_param_data(param: Parameter, value: Any) -> None:
 class _HoistedInfer:
     """The inference entry point of a graph with parameter-only work (folded BatchNorm, weights moved
     to the kernel's layout): that work runs in its own program when the parameter arrays change,
-    and its results are kept (with references to the arrays they came from) for later calls."""
+    and its results are kept (with references to the arrays they came from) for later calls: for the
+    last few parameter lists, as blocks of equal structure share it."""
 
-    def __init__(self, entry: CompiledForward, split: hoist.HoistedGraphs):
+    KEEP = 4  # parameter lists whose results are kept
+
+    def __init__(self, program: Program, split: hoist.HoistedGraphs):
         prepare, main = lower_graph(split.prepare, inline=True), lower_graph(split.main, inline=True)
-        n_out, uses_rng = entry.n_outputs, entry.uses_rng
+        n_out, uses_rng = program.n_outputs, program.uses_rng
 
         def run(param_values, prepared, input_values, rng):
             results = main(*param_values, *prepared, *input_values, *(rng if uses_rng else ()))
@@ -476,17 +636,23 @@ class _HoistedInfer:
 
         self.prepare = jax.jit(lambda param_values: prepare(*param_values))
         self.main = jax.jit(run)
-        self._source: tuple = ()  # weak references: holding the arrays would keep a training step
-        self._prepared: list = []  # from reusing their buffers (and change its program)
+        # (weak references to the source arrays, results), most recent first: holding the arrays would
+        # keep a training step from reusing their buffers (and change its program)
+        self._kept: list[tuple[tuple, list]] = []
 
     def prepared_for(self, param_values: list) -> list:
         """The results of the parameter-only work on ``param_values`` (computed when they changed)."""
-        source = self._source
-        if len(source) != len(param_values) or not all(ref() is value for ref, value in zip(source, param_values)):
-            with _lazy.eval_trace():  # concrete results, also when asked while a step is traced
-                self._prepared = self.prepare(param_values)
-            self._source = tuple(map(weakref.ref, param_values))
-        return self._prepared
+        kept = self._kept
+        for at, (source, prepared) in enumerate(kept):
+            if len(source) == len(param_values) and all(ref() is value for ref, value in zip(source, param_values)):
+                if at:
+                    kept.insert(0, kept.pop(at))
+                return prepared
+        with _lazy.eval_trace():  # concrete results, also when asked while a step is traced
+            prepared = self.prepare(param_values)
+        alive = [item for item in kept if all(ref() is not None for ref in item[0])]
+        self._kept = [(tuple(map(weakref.ref, param_values)), prepared)] + alive[:self.KEEP - 1]
+        return prepared
 
     def __call__(self, state_values: list, param_values: list, input_values: list, rng: tuple) -> tuple:
         return self.main(param_values, self.prepared_for(param_values), input_values, rng)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _cached_op, _context, _functional, _gluon1, _lazy, _state, autograd
+from . import _cached_op, _context, _functional, _gluon1, _lazy, _state, _structure, autograd
 from . import init as _init
 from ._watch import Watched
 from .interop.arrays import convert_inputs, needs_conversion
@@ -98,6 +98,15 @@ def _unregistered_block_warning(block: "Block", name: str, value: Any) -> None:
 
 def _holds_arrays(value: Any) -> bool:
     return any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in jax.tree_util.tree_leaves(value))
+
+
+def _is_new_setting(old: Any, new: Any) -> bool:
+    """Whether replacing the attribute value ``old`` by ``new`` may change what ``forward`` computes
+    (arrays are data, not settings: their changes are not counted)."""
+    if old is new or _holds_arrays(old) or _holds_arrays(new):
+        return False
+    key = _structure.plain_key(old)
+    return key is None or key != _structure.plain_key(new)
 
 
 _BAKED_WARNED: "weakref.WeakSet[Block]" = weakref.WeakSet()
@@ -362,6 +371,11 @@ class Block(Watched, metaclass=_BlockMeta):
                 raise HybridizeError(
                     f"{type(self).__name__}.{name}: cannot keep a traced value (assigned inside a JAX "
                     "transformation) as an attribute; return it from forward instead")
+        elif self.__dict__.get("_watcher_set") and name in self.__dict__ and \
+                _is_new_setting(self.__dict__[name], value):
+            object.__setattr__(self, name, value)
+            self._changed()  # a setting that compiled programs were traced with
+            return
         object.__setattr__(self, name, value)
 
     def _set_state_attribute(self, name: str, value: Any) -> None:
