@@ -86,7 +86,7 @@ BENCHMARKS = {b.name: b for b in [
     Benchmark("memory-plan", "bench_memory_plan.py", "memory plans of training graphs against the max-live "
               "bound, and planning time on 10,000 nodes (discussed in docs/memory-planning.md)"),
     Benchmark("scaling", "bench_scaling.py", "training-step time on 1, 2 and 4 data-parallel devices, "
-              "simulated CPU devices by default (figures in docs/distributed.md)", results=""),
+              "simulated CPU devices by default (discussed in docs/distributed.md)"),
     Benchmark("gluoncv-import", "gluoncv_models.py", "GluonCV networks exported by MXNet 1.9.1, imported "
               "with SymbolBlock.imports and compared with MXNet's outputs (after --export with MXNet's "
               "Python)", "every network MXNet exports matches (rtol 1e-3)", results="gluoncv-import.txt",
