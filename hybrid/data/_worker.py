@@ -11,7 +11,7 @@ import pickle
 import traceback
 from typing import Any, Callable, Sequence
 
-from . import _rng
+from . import _rng, _shared_batches
 from ..errors import WorkerError  # noqa: F401 (defined with the other errors)
 
 IDLE = -1
@@ -21,6 +21,7 @@ _batchify_fn: Callable | None = None
 _load_error: str | None = None
 _slots: Any = None  # shared with the parent: (pid, batch being made or IDLE) per worker
 _slot: int | None = None
+_shm_prefix: str | None = None  # batches go through /dev/shm files of this prefix (None: through the pipe)
 
 
 def make_batch(dataset: Any, batchify_fn: Callable, indices: Sequence[int], seed: tuple[int, int],
@@ -30,10 +31,12 @@ def make_batch(dataset: Any, batchify_fn: Callable, indices: Sequence[int], seed
         return batchify_fn([dataset[i] for i in indices])
 
 
-def init_process(payload: bytes, slots: Any = None) -> None:
+def init_process(payload: bytes, slots: Any = None, shm_prefix: str | None = None) -> None:
     """Worker process start-up: unpickle the dataset and batchify_fn sent by the parent, and claim
-    a pair of ``slots`` (a shared int64 array of ``2 * num_workers``) to report the batch in hand."""
-    global _dataset, _batchify_fn, _load_error, _slots, _slot
+    a pair of ``slots`` (a shared int64 array of ``2 * num_workers``) to report the batch in hand.
+    With ``shm_prefix``, large arrays of a batch are returned through shared memory (_shared_batches)."""
+    global _dataset, _batchify_fn, _load_error, _slots, _slot, _shm_prefix
+    _shm_prefix = shm_prefix
     if slots is not None:
         with slots.get_lock():
             free = [i for i in range(0, len(slots), 2) if slots[i] == 0]
@@ -63,7 +66,7 @@ def make_batch_in_process(indices: Sequence[int], seed: tuple[int, int], number:
     if _slot is not None:
         _slots[_slot + 1] = number
     try:
-        return make_batch(_dataset, _batchify_fn, indices, seed, reseed_globals=True)
+        batch = make_batch(_dataset, _batchify_fn, indices, seed, reseed_globals=True)
     except SystemExit as exc:
         raise WorkerError(f"a sample called sys.exit({exc.code!r}) in a DataLoader worker process\n"
                           f"worker traceback:\n{traceback.format_exc()}") from None
@@ -77,3 +80,4 @@ def make_batch_in_process(indices: Sequence[int], seed: tuple[int, int], number:
     finally:
         if _slot is not None:
             _slots[_slot + 1] = IDLE
+    return batch if _shm_prefix is None else _shared_batches.share(batch, _shm_prefix)

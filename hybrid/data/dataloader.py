@@ -8,15 +8,16 @@ import os
 import pickle
 import signal
 import warnings
+import weakref
 from concurrent import futures
 from typing import Any, Callable, Iterator
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from .. import _compat
 from .. import random as _random
-from . import _worker
+from . import _shared_batches, _worker
 from ..errors import WorkerError
 from .batchify import default_batchify_fn
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, check_count
@@ -54,9 +55,12 @@ def _process_context() -> multiprocessing.context.BaseContext:
 
 
 def _to_jax(batch: Any) -> Any:
-    """Numeric NumPy arrays in ``batch`` (nested in tuples, lists, dicts) become JAX arrays."""
+    """Numeric NumPy arrays in ``batch`` (nested in tuples, lists, dicts) become JAX arrays.
+
+    ``jax.device_put`` rather than ``jnp.asarray``: half the time for a 38 MB batch on the CPU (45 against
+    90 ms), and no copy at all of a page-aligned array such as a batch mapped from shared memory."""
     if isinstance(batch, np.ndarray):
-        return jnp.asarray(batch) if batch.dtype.kind in "biufc" else batch
+        return jax.device_put(batch) if batch.dtype.kind in "biufc" else batch
     if isinstance(batch, (tuple, list)):
         return type(batch)(_to_jax(b) for b in batch)
     if isinstance(batch, dict):
@@ -139,6 +143,7 @@ class DataLoader:
         self._thread_pool = bool(thread_pool)
         self._executor: futures.Executor | None = None
         self._slots: Any = None
+        self._shm_prefix: str | None = None
 
     def __len__(self) -> int:
         return len(self._batch_sampler)
@@ -184,8 +189,8 @@ class DataLoader:
                 yield convert(self._result(k, future, [(k, indices)] + [(j, i) for j, i, _ in pending]))
         finally:
             for _, _, future in pending:
-                if future is not None:
-                    future.cancel()
+                if future is not None and not future.cancel() and future.done() and future.exception() is None:
+                    _shared_batches.discard(future.result())
 
     def _start_workers(self) -> Callable[[Any, tuple[int, int], int], futures.Future]:
         """Start the workers once; return ``submit(indices, seed, batch_number) -> Future``."""
@@ -195,9 +200,13 @@ class DataLoader:
             else:
                 context = _process_context()
                 self._slots = context.Array("q", 2 * self._num_workers)
+                if self._shm_prefix is None:
+                    self._shm_prefix = _shared_batches.new_prefix()
+                    if self._shm_prefix is not None:  # files of batches never collected go with the loader
+                        weakref.finalize(self, _shared_batches.remove_leftovers, self._shm_prefix)
                 self._executor = futures.ProcessPoolExecutor(
                     self._num_workers, mp_context=context, initializer=_worker.init_process,
-                    initargs=(self._pickled_payload(), self._slots))
+                    initargs=(self._pickled_payload(), self._slots, self._shm_prefix))
         executor = self._executor
         if self._thread_pool:
             return lambda indices, seed, k: executor.submit(_worker.make_batch, self._dataset, self._batchify_fn,
@@ -226,7 +235,7 @@ class DataLoader:
                                "a worker may be stuck, or the batch needs a larger timeout. The workers were "
                                "stopped; the next iteration starts new ones")
         try:
-            return future.result()
+            return _shared_batches.collect(future.result())
         except futures.BrokenExecutor as exc:
             self._worker_died(k, in_flight, exc)
         except Exception as exc:
