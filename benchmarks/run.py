@@ -11,7 +11,9 @@ benchmark and machine in ``benchmarks/results/``, overwritten in place (git keep
 The machine is ``cpu`` when JAX's default device is a CPU (the project's figures come from a 2-core x86-64
 machine) and ``gpu-<model>`` on an accelerator (``gpu-h100``); ``--machine NAME`` overrides it. A results
 file starts with a line naming the command, the machine, the date, jax's version, the load average and the
-commit measured. Exit status: the script's, or 2 for an unknown benchmark or one this machine cannot run.
+commit measured. Scripts run with hybrid's persistent compilation cache off (``HYBRID_COMPILATION_CACHE=0``)
+unless the environment sets it, so that first calls are compiled (``first-step`` manages its own caches).
+Exit status: the script's, or 2 for an unknown benchmark or one this machine cannot run.
 """
 from __future__ import annotations
 
@@ -163,8 +165,10 @@ def run(bench: Benchmark, extra: list[str], machine: str, write: bool, results_d
     command = " ".join(["python3", f"benchmarks/{bench.script}", *args])
     print(f"== {bench.name}: {command}", flush=True)
     header = provenance(command, machine)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.setdefault("HYBRID_COMPILATION_CACHE", "0")  # first calls compile, whatever earlier runs left cached
     proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / bench.script), *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            stdout=subprocess.PIPE, text=True, env=env)
     lines = []
     for line in proc.stdout:
         sys.stdout.write(line)
