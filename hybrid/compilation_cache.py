@@ -6,9 +6,9 @@
 - otherwise ``$XDG_CACHE_HOME/hybrid/xla`` or ``~/.cache/hybrid/xla`` (Linux and other POSIX),
   ``~/Library/Caches/hybrid/xla`` (macOS), ``%LOCALAPPDATA%\\hybrid\\xla`` (Windows).
 
-The directory is capped at ``DEFAULT_MAX_SIZE`` (1 GiB), least recently used entries go first (the cap
-needs the ``filelock`` package; without it the directory is not capped). A user who configured JAX's
-cache (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config.update('jax_compilation_cache_dir', ...)`` before
+The directory is capped at ``DEFAULT_MAX_SIZE`` (1 GiB), least recently used entries go first (JAX does
+this with the ``filelock`` package; without it, the oldest entries are removed when a process starts).
+A user who configured JAX's cache (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config.update('jax_compilation_cache_dir', ...)`` before
 ``import hybrid``, or ``jax_enable_compilation_cache`` off) keeps that configuration untouched.
 
 Safety comes from JAX's cache: the key hashes the program, the jaxlib version, the backend's platform and
@@ -98,6 +98,28 @@ def _unwritable_reason(path: str) -> str | None:
     return None
 
 
+def _trim(path: str, max_size: int) -> None:
+    """Delete the least recently written files of ``path`` until it holds at most ``max_size`` bytes."""
+    entries = []
+    try:
+        with os.scandir(path) as listing:
+            for entry in listing:
+                if entry.is_file(follow_symlinks=False):
+                    stat = entry.stat(follow_symlinks=False)
+                    entries.append((stat.st_mtime, stat.st_size, entry.path))
+    except OSError:
+        return
+    total = sum(size for _, size, _ in entries)
+    for _, size, file in sorted(entries):
+        if total <= max_size:
+            break
+        try:
+            os.remove(file)
+            total -= size
+        except OSError:
+            pass
+
+
 def _apply(path: str | None, max_size: int | None, source: str) -> CompilationCacheSetting:
     """Point JAX's cache at ``path`` (None: off) and record the setting."""
     if path is not None:
@@ -108,7 +130,9 @@ def _apply(path: str | None, max_size: int | None, source: str) -> CompilationCa
                           f"directory, or to 0 to turn the cache off.", RuntimeWarning, stacklevel=3)
             path = None
     if path is not None and max_size is not None and not _filelock_available():
-        log.debug("compilation cache: the filelock package is missing, so %s is not capped", path)
+        # JAX caps its cache only with filelock; without it, trim the directory once per process instead
+        log.debug("compilation cache: the filelock package is missing; %s is trimmed to its cap at start", path)
+        _trim(path, max_size)
         max_size = None
     with _lock:
         _jax_cache.reset_cache()  # JAX opens its cache once per process; the next compile reopens it here

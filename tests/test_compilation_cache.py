@@ -194,3 +194,14 @@ def test_processes_share_the_cache_safely(tmp_path):
     damaged = _finish(_start(cache))
     assert damaged["hits"] == 0 and damaged["loss"] == first[0]["loss"]
     assert damaged["cache_warnings"], "a damaged entry should be reported"
+
+
+def test_without_filelock_the_directory_is_trimmed_to_its_cap_oldest_first(restore_setting, tmp_path, monkeypatch):
+    monkeypatch.setattr(cc, "_filelock_available", lambda: False)
+    for age, name in enumerate(["newest", "middle", "oldest"]):
+        path = tmp_path / name
+        path.write_bytes(b"x" * 1000)
+        os.utime(path, (1_000_000 - age * 1000, 1_000_000 - age * 1000))
+    setting = cc.set_compilation_cache(tmp_path, max_size=2500)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["middle", "newest"]
+    assert setting.max_size is None  # JAX itself keeps no cap without filelock
