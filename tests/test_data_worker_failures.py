@@ -11,6 +11,8 @@ import pytest
 
 from hybrid import data
 
+from helpers import processes
+
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes from /proc (Linux)")
 
 
@@ -51,27 +53,9 @@ def deadline():
     signal.signal(signal.SIGALRM, previous)
 
 
-def _processes():
-    """{pid: (parent pid, state letter, command line)} of every process, from /proc."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue  # ended meanwhile
-        fields = stat[stat.rindex(")") + 2:].split()
-        table[int(entry)] = (int(fields[1]), fields[0], cmdline)
-    return table
-
-
 def _descendants():
     """{pid: (parent pid, state, command line)} of the processes started under this one, at any depth."""
-    table = _processes()
+    table = processes()
     found, frontier = {}, [os.getpid()]
     while frontier:
         parent = frontier.pop()

@@ -26,7 +26,7 @@ from hybrid import SymbolBlock, nn, serialization
 from hybrid.export import FormatError, load_checkpoint, load_parameter_file, parse_mxnet_params, save_checkpoint
 from hybrid.export.jsonfile import seal
 
-from helpers import conv_symbol, conv_weights, mx_params
+from helpers import conv_symbol, conv_weights, mx_params, processes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -340,17 +340,7 @@ def test_the_check_time_limit_grows_with_the_module_size():
 
 
 def _children_of(pid: int) -> list[int]:
-    children = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                children.append(int(entry))
-    return children
+    return [child for child, (parent, _, _) in processes().items() if parent == pid]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the checking process")
@@ -379,8 +369,5 @@ def test_the_checking_process_dies_with_the_loading_process(deployment):
 
 def _running(pid: int) -> bool:
     """Whether ``pid`` exists and has not exited (a zombie waits only for init to reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    entry = processes().get(pid)
+    return entry is not None and entry[1] != "Z"

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-Image = pytest.importorskip("PIL.Image")
+from PIL import Image
 
-from hybrid.data.vision._decode import decode_file, decode_image  # noqa: E402
+from hybrid.data.vision._decode import decode_file, decode_image
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
