@@ -45,19 +45,24 @@ def new_prefix() -> str | None:
     return f"hybrid-batch-{os.getpid()}-{uuid.uuid4().hex[:12]}-"
 
 
+def _map(fn: Any, batch: Any) -> Any:
+    """``batch`` with ``fn`` applied to every leaf, following tuples, lists and dicts (not named tuples)."""
+    if isinstance(batch, (tuple, list)) and not hasattr(batch, "_fields"):
+        return type(batch)(_map(fn, b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _map(fn, v) for k, v in batch.items()}
+    return fn(batch)
+
+
 def share(batch: Any, prefix: str) -> Any:
     """``batch`` with its numeric NumPy arrays of at least ``SHARE_FROM_BYTES`` written to shared
     memory (nested tuples, lists and dicts are followed). An array that cannot be written (``/dev/shm``
     full) stays as it is."""
-    if isinstance(batch, np.ndarray):
-        if batch.dtype.kind not in "biufc" or batch.nbytes < SHARE_FROM_BYTES:
-            return batch
-        return _write(np.ascontiguousarray(batch), prefix)
-    if isinstance(batch, (tuple, list)) and not hasattr(batch, "_fields"):
-        return type(batch)(share(b, prefix) for b in batch)
-    if isinstance(batch, dict):
-        return {k: share(v, prefix) for k, v in batch.items()}
-    return batch
+    def leaf(x: Any) -> Any:
+        if isinstance(x, np.ndarray) and x.dtype.kind in "biufc" and x.nbytes >= SHARE_FROM_BYTES:
+            return _write(np.ascontiguousarray(x), prefix)
+        return x
+    return _map(leaf, batch)
 
 
 def _write(array: np.ndarray, prefix: str) -> Any:
@@ -81,13 +86,7 @@ def _write(array: np.ndarray, prefix: str) -> Any:
 def collect(batch: Any) -> Any:
     """``batch`` with every :class:`SharedArray` mapped back as a read-only NumPy array (its file
     unlinked). Raises OSError when a file has gone (removed by someone else)."""
-    if isinstance(batch, SharedArray):
-        return _read(batch)
-    if isinstance(batch, (tuple, list)) and not hasattr(batch, "_fields"):
-        return type(batch)(collect(b) for b in batch)
-    if isinstance(batch, dict):
-        return {k: collect(v) for k, v in batch.items()}
-    return batch
+    return _map(lambda x: _read(x) if isinstance(x, SharedArray) else x, batch)
 
 
 def _read(shared: SharedArray) -> np.ndarray:
@@ -108,17 +107,13 @@ def _read(shared: SharedArray) -> np.ndarray:
 
 def discard(batch: Any) -> None:
     """Remove the files of a batch that will not be collected."""
-    if isinstance(batch, SharedArray):
-        try:
-            os.unlink(batch.path)
-        except OSError:
-            pass
-    elif isinstance(batch, (tuple, list)):
-        for b in batch:
-            discard(b)
-    elif isinstance(batch, dict):
-        for b in batch.values():
-            discard(b)
+    def leaf(x: Any) -> None:
+        if isinstance(x, SharedArray):
+            try:
+                os.unlink(x.path)
+            except OSError:
+                pass
+    _map(leaf, batch)
 
 
 def remove_leftovers(prefix: str) -> None:
