@@ -34,7 +34,7 @@ from .graph.target import compiler_options
 from .graph.ir import Graph
 from .graph.memory import remat
 from .graph._trace import from_jaxpr
-from .parameter import Parameter, unique_params
+from .parameter import Parameter, data_of, unique_params
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                   jax.errors.TracerIntegerConversionError)
@@ -131,7 +131,7 @@ def _trace_once(block: Any, params: list[Parameter], spec: ArgSpec, arrays: list
 
     rng = (_key_type(), np.uint32(0))  # the key's type only: tracing needs no key (nor its compilation)
     attr_values = [getattr(b, name) for b, name in attr_inputs]
-    closed = jax.make_jaxpr(fn)([p._data for p in params], list(arrays) + attr_values, rng)
+    closed = jax.make_jaxpr(fn)(data_of(params), list(arrays) + attr_values, rng)
     return closed, info
 
 
@@ -239,7 +239,7 @@ class Program:
         self.traced_graph = traced.graph
         self.n_outputs = traced.n_outputs
         self.n_params = len(traced.params)
-        self.param_specs = [(tuple(p._data.shape), np.dtype(p._data.dtype)) for p in traced.params]
+        self.param_specs = [(tuple(p.own_data.shape), np.dtype(p.own_data.dtype)) for p in traced.params]
         self.diff_index = [i for i, p in enumerate(traced.params) if p.grad_req != "null"]
         start = time.perf_counter()
         self.graph, self.pass_stats = pipeline.run_passes(traced.graph, passes)
@@ -334,7 +334,7 @@ class Program:
             return None
         params = found[0]
         for param, (shape, dtype) in zip(params, self.param_specs):
-            data = param._data
+            data = param.own_data
             if data is None or tuple(data.shape) != shape or data.dtype != dtype:
                 return None
         return CompiledForward.bound(self, *found)
@@ -596,7 +596,7 @@ class CachedOp:
             # cache, as a value read at every call, instead of being redone by every call of the step
             params = entry.params
             prepared = frame.read_derived(("prepared", hoisted, *params), [("data", p) for p in params],
-                                          lambda: hoisted.prepared_for([p._data for p in params]))
+                                          lambda: hoisted.prepared_for(data_of(params)))
         param_values, inputs = [p.data() for p in entry.params], entry.with_attributes(arrays)
         if prepared is not None:
             outputs, states = hoisted.main(param_values, prepared, inputs, rng)
@@ -615,7 +615,7 @@ def data_input_names(n: int) -> list[str]:
 
 
 def _set_param_data(param: Parameter, value: Any) -> None:
-    param._assign(value)
+    param.assign_data(value)
 
 
 class _HoistedInfer:

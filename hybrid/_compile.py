@@ -66,9 +66,9 @@ class _Program:
         for setter, value in zip(self.setters, writes):
             setter(value)
         for param, fresh in self.fresh:
-            param._set_fresh(fresh)
+            param.grad_state.fresh = fresh
         for param in self.dropped:
-            param._drop_grad()
+            param.grad_state.drop()
         return jax.tree_util.tree_unflatten(self.info["out_tree"], outputs)
 
 

@@ -169,12 +169,12 @@ class CompileFrame(Frame):
     def lookup(self, param) -> Any:
         if not param.is_initialized:
             return None
-        return self.read(("data", param), lambda: param._data)
+        return self.read(("data", param), lambda: param.own_data)
 
     def store(self, param, value: Any) -> None:
         def setter(new, p=param):
-            p._assign(new)
-        self.write(("data", param), lambda p=param: p._data, setter, value)
+            p.assign_data(new)
+        self.write(("data", param), lambda p=param: p.own_data, setter, value)
 
     def note_call(self, block: Any) -> None:
         self.blocks[block] = True

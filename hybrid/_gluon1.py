@@ -132,8 +132,8 @@ class Unknown:
             raise ShapeError(f"parameter {self.name!r} is declared with shape "
                              f"{self.param.shape} (0 = unknown), but F.{op} needs {tuple(shape)} for the input "
                              "it gets") from exc
-        self.param._finish_deferred_init()
-        return self.param._data
+        self.param.finish_deferred_init()
+        return self.param.own_data
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise _UnknownUsed(self)

@@ -50,7 +50,7 @@ def state_of(net: Any) -> dict[str, Any]:
     params, attributes = _slots(net)
     state = {}
     for name, param in params.items():
-        state[name] = _lazy.concrete(param._data) if param.is_initialized else param.data()  # data() raises
+        state[name] = _lazy.concrete(param.own_data) if param.is_initialized else param.data()  # data() raises
     for name, (block, attr) in attributes.items():
         state[name] = _lazy.concrete(getattr(block, attr))
     return state
@@ -113,7 +113,7 @@ def load_state(net: Any, state: Mapping) -> None:
         raise _functional.refusal(f"{_where(net, 'load_state')} would store the state's tracers in the network")
     arrays = {name: jnp.asarray(state[name], params[name].dtype) for name in params}
     for name, param in params.items():
-        param._assign(arrays[name])
+        param.assign_data(arrays[name])
     for name, (block, attr) in attributes.items():
         object.__setattr__(block, attr, state[name])
 

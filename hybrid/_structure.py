@@ -73,7 +73,7 @@ def plain_key(value: Any, depth: int = 0) -> Hashable | None:
 
 
 def _param_key(param: Any, seen: dict) -> Hashable | None:
-    data = param._data
+    data = param.own_data
     if data is None:  # deferred or uninitialised: its program would have to initialise it
         return None
     index = seen.setdefault(id(param), len(seen))

@@ -238,7 +238,7 @@ def unscale(trainer: Trainer) -> None:
     if scaler.divide:
         inverse = 1.0 / scaler.state()[0]
         for param in trainer._trainable():
-            param._scale_grad(lambda g: _recorded(lambda g: g * inverse.astype(g.dtype), g))
+            param.scale_grad(lambda g: _recorded(lambda g: g * inverse.astype(g.dtype), g))
         scaler.divide = False
 
 

@@ -351,8 +351,7 @@ class Block(Watched, metaclass=_BlockMeta):
                 value = self._shared_for(name, value)
             self._children.pop(name, None)
             self._reg_params[name] = value
-            if value._name is None:
-                value._name = name
+            value.adopt_name(name)
             self._changed()
         elif value is None and (name in self._children or name in self._reg_params):
             self._children.pop(name, None)
@@ -433,7 +432,7 @@ class Block(Watched, metaclass=_BlockMeta):
                 self._changed()
             return existing
         param = make(self.prefix + name)
-        param._gluon1_name = name
+        param.gluon1_name = name
         if "_shared_params" in self.__dict__:
             param = self._shared_for(name, param)
         if gotten is None:
@@ -685,7 +684,7 @@ class Block(Watched, metaclass=_BlockMeta):
             frame.deferred_init(self)
         self.infer_shape(*args, **kwargs)
         for param in deferred:
-            param._finish_deferred_init()
+            param.finish_deferred_init()
         return True
 
     def _located_error(self, exc: Exception, is_root: bool) -> Exception:
@@ -891,7 +890,7 @@ class HybridBlock(Block):
                 raise
             params = {name: param.data() for name, param in self._reg_params.items()}
         if _context.current().training:
-            states = {id(params[name]): p for name, p in self._reg_params.items() if not p._differentiable}
+            states = {id(params[name]): p for name, p in self._reg_params.items() if not p.differentiable}
             if states:
                 F = _gluon1.StateWriting(F, states)
         return self.hybrid_forward(F, *args, **kwargs, **params)

@@ -148,7 +148,7 @@ class Parameter(Watched):
             BatchNorm's running statistics).
     """
 
-    _gluon1_name: str | None = None  # the name given to Gluon 1.x's self.params.get, if it made this one
+    gluon1_name: str | None = None  # the name given to Gluon 1.x's self.params.get, if it made this one
 
     def __init__(self, name: str | None = "weight", grad_req: str = "write", shape: Any = None,
                  dtype: Any = "float32", lr_mult: float = 1.0, wd_mult: float = 1.0, init: Any = None,
@@ -176,6 +176,11 @@ class Parameter(Watched):
     @property
     def name(self) -> str | None:
         return self._name
+
+    def adopt_name(self, name: str) -> None:
+        """Take ``name`` unless the parameter has one (a block registering it under an attribute)."""
+        if self._name is None:
+            self._name = name
 
     @property
     def shape(self) -> tuple[int, ...] | None:
@@ -227,6 +232,12 @@ class Parameter(Watched):
         """True while initialisation waits for the first forward call to learn the shape."""
         return self._data is None and self._deferred is not None
 
+    @property
+    def own_data(self) -> Any:
+        """The array the parameter holds itself, whatever mode is active (:meth:`data` reads the
+        mode's value): a JAX array, a value of the recording writing it, or None before initialisation."""
+        return self._data
+
     def __repr__(self) -> str:
         return f"Parameter {self._name} (shape={self._shape}, dtype={self._dtype.name})"
 
@@ -271,7 +282,7 @@ class Parameter(Watched):
         self._data = data
         self._deferred = None
 
-    def _finish_deferred_init(self) -> None:
+    def finish_deferred_init(self) -> None:
         """Initialise now if initialisation was deferred and the shape is known."""
         if self._deferred is not None and self._data is None:
             if not _shape_known(self._shape):
@@ -353,20 +364,6 @@ class Parameter(Watched):
         """Replace the data by an array of the parameter's shape and dtype (an update's result)."""
         self._data = value
 
-    _assign = assign_data
-
-    def _assign_grad(self, value: Any, fresh: bool = True) -> None:
-        """``grad_state.set(value, fresh)``."""
-        self.grad_state.set(value, fresh)
-
-    def _set_fresh(self, fresh: bool) -> None:
-        """Mark the gradient as written since the last step (or consumed by one)."""
-        self.grad_state.fresh = fresh
-
-    def _drop_grad(self) -> None:
-        """The gradient was consumed inside a compiled step and not kept."""
-        self.grad_state.drop()
-
     def _check_shape(self, shape: tuple) -> None:
         if self._shape is not None and _shape_known(self._shape) and tuple(shape) != self._shape:
             raise ShapeError(f"Parameter {self._name!r} expects shape {self._shape}, got {tuple(shape)}")
@@ -419,7 +416,7 @@ class Parameter(Watched):
             self.grad_state.value = jnp.zeros(self._data.shape, self._data.dtype)
             self.grad_state.dropped = False
 
-    def _scale_grad(self, fn: Any) -> None:
+    def scale_grad(self, fn: Any) -> None:
         """Replace the gradient (if there is one) by ``fn(gradient)``, keeping its freshness."""
         if self._grad_req == "null" or self._data is None:
             return
@@ -818,7 +815,7 @@ def parameter_file_loader(params: Mapping[str, Parameter], filename: str, data: 
 
     first: dict[int, tuple[str, str | None]] = {}
     for name, param in params.items():
-        first.setdefault(id(param), (name, getattr(param, "_gluon1_name", None)))
+        first.setdefault(id(param), (name, getattr(param, "gluon1_name", None)))
     targets = TargetNames(frozenset(params), tuple(first.values()))
     loaded = load_parameter_file(filename, targets, check, data)
     plan = [(param, loaded[name], cast) for param, name, cast in plan]

@@ -33,7 +33,7 @@ def test_deferred_initialisation_waits_for_shape():
     with pytest.raises(DeferredInitializationError):
         p.data()
     p.shape = (5, 3)
-    p._finish_deferred_init()
+    p.finish_deferred_init()
     np.testing.assert_array_equal(np.asarray(p.data()), np.full((5, 3), 2.0))
 
 

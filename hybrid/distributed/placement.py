@@ -123,9 +123,9 @@ class Placement:
                     waiting.append((param, name))
                     continue
                 spec = self.rules.spec_for(name) if self.rules is not None else PartitionSpec()
-                sharding = parameter_sharding(name, tuple(param._data.shape), self.mesh, spec)
+                sharding = parameter_sharding(name, tuple(param.own_data.shape), self.mesh, spec)
                 self.shardings[param] = sharding
-                param.assign_data(_put(param._data, sharding))
+                param.assign_data(_put(param.own_data, sharding))
                 state = param.grad_state
                 if state.value is not None:
                     state.set(_put(state.resolved(), sharding), state.fresh)
@@ -136,7 +136,7 @@ class Placement:
         sharding, other leaves (step counters) are replicated."""
         sharding = self.shardings[param]
         replicated = NamedSharding(self.mesh, PartitionSpec())
-        return tuple(_put(leaf, sharding if leaf.shape == param._data.shape else replicated) for leaf in state)
+        return tuple(_put(leaf, sharding if leaf.shape == param.own_data.shape else replicated) for leaf in state)
 
 
 def place_parameters(params: dict[str, Parameter] | Sequence[Parameter], mesh: Mesh,

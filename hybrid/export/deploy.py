@@ -39,7 +39,7 @@ def export_deployment(block: Any, path: str | os.PathLike, *example_inputs: Any,
     if uninitialised:
         raise RuntimeError(f"export_deployment: parameters {uninitialised[:5]} are not initialised; initialise the "
                            "block and call it once first")
-    values = {p: p._data for p in params}
+    values = {p: p.own_data for p in params}
 
     def forward(*inputs: Any) -> Any:
         with _functional.frame(values, frame_type=_functional.TraceFrame):
