@@ -22,7 +22,8 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from . import _context, _functional, _lazy, _structure, compile_log
+from . import _cells, _context, _functional, _lazy, _structure, compile_log
+from ._cells import Cell
 from . import random as _random
 from ._state_lock import state_lock
 from ._watch import watch
@@ -401,16 +402,11 @@ class CompiledForward:
         for (block, name), value in zip(self.attributes, states[n:]):
             block._set_state_attribute(name, value)
 
-    def record(self, tape: _lazy.Tape, arrays: list, rng: tuple) -> tuple[list, list]:
-        """Stage one call on ``tape``; returns lazy (outputs, states)."""
-        params, program = self.params, self.program
-        if _context.current().frame is None:
-            with state_lock:
-                values = list(map(_get_data, params))
-                # the entry implies the parameters' shapes and dtypes
-                param_slots = tape.read_params(params, values, program._param_avals)
-        else:
-            param_slots = tape.slots_of([p.data() for p in params], False)  # noted on the tape as parameter reads
+    def record(self, mode: Any, arrays: list, rng: tuple) -> tuple[list, list]:
+        """Stage one call on the tape of the recording ``mode``; returns lazy (outputs, states)."""
+        params, program, tape = self.params, self.program, mode.tape
+        # the entry implies the parameters' shapes and dtypes
+        param_slots = mode.record_params(params, program._param_avals)
         rest = list(arrays) + list(rng)
         slots = list(param_slots) + tape.slots_of(rest, False)
         n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, program.train_forward
@@ -512,9 +508,7 @@ class CachedOp:
 
     def _new_entry(self, key: tuple, args: tuple) -> CompiledForward:
         block = self.block
-        if _context.current().frame is None and _structure.deferred_leaf(block):
-            with _lazy.eval_trace():  # as the trace would: shapes from the inputs, then the initialisers
-                block._init_deferred(*args)
+        _context.current().mode.before_trace(self, args)
         shared_key = self._shared_key(key)
         program = _SHARED.get(shared_key) if shared_key is not None else None
         entry = program.bind(block) if program is not None else None
@@ -552,11 +546,25 @@ class CachedOp:
         watch(self, blocks + unique_params(block.collect_params()))
         return entry
 
+    def init_deferred(self, args: tuple) -> None:
+        """Before tracing outside frames: a leaf block's parameters that wait for their shapes are
+        initialised as the trace would (shapes from the inputs, then the initialisers), concretely."""
+        block = self.block
+        if _structure.deferred_leaf(block):
+            with _lazy.eval_trace():
+                block._init_deferred(*args)
+
     def __call__(self, args: tuple) -> Any:
         entry, arrays = self.entry(args)
-        frame = _context.current().frame
-        if frame is not None:
-            return self._call_in_frame(entry, arrays, frame)
+        return _context.current().mode.run_cached(self, entry, arrays)
+
+    def record(self, args: tuple) -> Any:
+        """The call inside ``record()``: one node on the tape."""
+        entry, arrays = self.entry(args)
+        return self._run_recorded(entry, arrays, _context.current().mode)
+
+    # -- how each mode runs an entry (hybrid._modes.Mode.run_cached) --
+    def _run_eager(self, entry: CompiledForward, arrays: list) -> Any:
         rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
         arrays = [_lazy.concrete(a) for a in entry.with_attributes(arrays)]
         with state_lock:
@@ -572,35 +580,27 @@ class CachedOp:
             entry.write_states(states, _set_param_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
-    def record(self, args: tuple) -> Any:
-        """The call inside ``record()``: one node on the tape."""
-        entry, arrays = self.entry(args)
-        ctx = _context.current()
-        frame = ctx.frame
-        if entry.uses_rng:
-            rng = (frame.next_key(), np.uint32(0)) if frame is not None else (_random.base_key(),
-                                                                              _random.next_counter())
-        else:
-            rng = ()
-        outputs, states = entry.record(ctx.tape, entry.with_attributes(arrays), rng)
+    def _run_recorded(self, entry: CompiledForward, arrays: list, mode: Any) -> Any:
+        rng = mode.program_rng() if entry.uses_rng else ()
+        outputs, states = entry.record(mode, entry.with_attributes(arrays), rng)
         entry.write_states(states, Parameter.set_data)
         return jax.tree_util.tree_unflatten(entry.out_tree, outputs)
 
     def _call_in_frame(self, entry: CompiledForward, arrays: list, frame: _functional.Frame) -> Any:
-        rng = (frame.next_key(), np.uint32(0)) if entry.uses_rng else ()
+        rng = frame.program_rng() if entry.uses_rng else ()
         hoisted = entry.infer if isinstance(entry.infer, _HoistedInfer) else None
         prepared = None
-        ctx = _context.current()
-        if hoisted is not None and isinstance(frame, _functional.CompileFrame) and not ctx.recording:
+        if hoisted is not None:
             # inference inside hybrid.compile: the parameter-only work comes from the hoisted program's
             # cache, as a value read at every call, instead of being redone by every call of the step
             params = entry.params
-            prepared = frame.read_derived(("prepared", hoisted, *params), [("data", p) for p in params],
+            prepared = frame.read_derived(Cell(_cells.PREPARED, hoisted, tuple(params)),
+                                          [Cell(_cells.DATA, p) for p in params],
                                           lambda: hoisted.prepared_for(data_of(params)))
         param_values, inputs = [p.data() for p in entry.params], entry.with_attributes(arrays)
         if prepared is not None:
             outputs, states = hoisted.main(param_values, prepared, inputs, rng)
-        elif ctx.recording or ctx.training:  # differentiated: the rematerialised graph, if any
+        elif _context.current().training:  # differentiated: the rematerialised graph, if any
             outputs, states = entry.train_in_frame(param_values, inputs, rng)
         else:
             outputs, states = entry.infer_in_frame(param_values, inputs, rng)

@@ -28,6 +28,7 @@ from . import _context, _functional, _lazy, compile_log
 from . import _memory_report as memory_report
 from .graph.target import compiler_options
 from ._watch import watch
+from ._cells import DATA, GRAD
 from ._cached_op import _TRACER_ERRORS, ArgSpec, signature
 from .graph import precision
 from .errors import CompileError
@@ -89,7 +90,7 @@ class CompiledStep:
         leaves, treedef = jax.tree_util.tree_flatten(packed)
         parts, arrays = signature(leaves)
         ctx = _context.current()
-        key = (treedef, parts, ctx.training, ctx.recording, precision.current())
+        key = (treedef, parts, ctx.training, ctx.mode.recording, precision.current())
         program = self._programs.get(key)
         if program is not None:
             return program.run(arrays)
@@ -161,7 +162,7 @@ class CompiledStep:
         """The jitted step reading ``cells`` and ``host`` values and writing what ``frame`` wrote,
         traced (not compiled); and the frame of that trace."""
         written = [(k, v) for k, v in frame.setters.items() if self._keep_grads or not _dropped_grad(k)]
-        dropped = [k[1] for k in frame.setters if not self._keep_grads and _dropped_grad(k)]
+        dropped = [k.owner for k in frame.setters if not self._keep_grads and _dropped_grad(k)]
         written_keys = {k for k, _ in written}
         donated = [(k, g) for k, g in cells.items() if self._donate and k in written_keys]
         kept = [(k, g) for k, g in cells.items() if not (self._donate and k in written_keys)]
@@ -180,8 +181,7 @@ class CompiledStep:
         jitted.trace([g() for _, g in donated], [g() for _, g in kept], arrays,
                      [jax.ShapeDtypeStruct(shape, dtype) for _, shape, dtype in host.values()])
         final = final_info["frame"]
-        params = {key[1] for key in list(cells) + list(final.setters) if isinstance(key, tuple) and len(key) == 2
-                  and key[0] in ("data", "grad")}
+        params = {key.owner for key in list(cells) + list(final.setters) if key.kind in (DATA, GRAD)}
         watch(self, list(params) + list(final.blocks))
         program = _Program(jitted, donated, kept, list(host.values()), written, final_info, dict(final.fresh), dropped)
         return program, final
@@ -189,7 +189,7 @@ class CompiledStep:
 
 def _dropped_grad(key: Any) -> bool:
     """Gradients of ``grad_req='write'`` parameters live only inside the step unless kept."""
-    return isinstance(key, tuple) and key[0] == "grad" and key[1].grad_req != "add"
+    return key.kind == GRAD and key.owner.grad_req != "add"
 
 
 def compile(fn: Callable | None = None, *, keep_grads: bool = False, donate: bool = True) -> Any:

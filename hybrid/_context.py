@@ -7,7 +7,10 @@ read and written, where gradients go and where random keys come from:
 - ``tape``: the :class:`hybrid._lazy.Tape` recording operations (inside ``autograd.record()``), or None;
 - ``frame``: the :class:`hybrid._functional.Frame` of a functional run (a hybridize trace, a
   ``value_and_grad``, a ``hybrid.compile`` step), or None when parameters hold their own values;
-- ``eager_only``: hybridized blocks run their Python forward (used by ``Block.summary``).
+- ``eager_only``: hybridized blocks run their Python forward (used by ``Block.summary``);
+- ``precision``: the mixed-precision policy in force (see :mod:`hybrid.graph.precision`);
+- ``mode``: the object that answers how parameters are read and written, blocks called, keys drawn
+  and state written in this context (:mod:`hybrid._modes`); consumers ask it and never test which it is.
 
 Scopes (``record``, ``pause``, ``train_mode``, frames) push a modified copy and pop it on
 exit; nothing else keeps mode state.
@@ -18,36 +21,36 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-__all__ = ["Context", "current", "scope", "replace_current"]
+from ._modes import call_depth, mode_of
+
+__all__ = ["Context", "current", "scope", "replace_current", "call_depth"]
+
+GLOBAL_PRECISION = object()  # precision: the process-wide policy (hybrid.graph.precision.set_global)
 
 
 class Context:
-    """The current mode; immutable, replaced by :func:`scope`."""
+    """The current mode; immutable, replaced by :func:`scope`. ``mode`` (a :class:`hybrid._modes.Mode`)
+    is computed from ``frame``, ``recording`` and ``tape`` when the context is made."""
 
-    __slots__ = ("training", "tape", "recording", "frame", "eager_only")
+    __slots__ = ("training", "tape", "recording", "frame", "eager_only", "precision", "mode")
 
     def __init__(self, training: bool = False, tape: Any = None, recording: bool = False, frame: Any = None,
-                 eager_only: bool = False):
+                 eager_only: bool = False, precision: Any = GLOBAL_PRECISION):
         self.training = training
         self.tape = tape            # the tape of the enclosing record(), kept across pause()
         self.recording = recording  # operations go on the tape
         self.frame = frame
         self.eager_only = eager_only
+        self.precision = precision  # the AMP policy of hybrid.graph.precision.use, or GLOBAL_PRECISION
+        self.mode = mode_of(frame, recording, tape)
 
     def replace(self, **changes: Any) -> "Context":
-        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields = {name: getattr(self, name) for name in _FIELDS}
         fields.update(changes)
         return Context(**fields)
 
-    @property
-    def compile_frame(self) -> Any:
-        """The frame of the enclosing ``hybrid.compile`` step, or None."""
-        frame = self.frame
-        while frame is not None:
-            if getattr(frame, "whole_step", False):
-                return frame
-            frame = frame.parent
-        return None
+
+_FIELDS = ("training", "tape", "recording", "frame", "eager_only", "precision")
 
 
 class _Stack(threading.local):
@@ -56,13 +59,6 @@ class _Stack(threading.local):
 
 
 _stack = _Stack()
-
-
-class _Depth(threading.local):
-    value = 0
-
-
-call_depth = _Depth()  # nesting of Block calls, so that errors are located once, at the outermost call
 
 
 def current() -> Context:

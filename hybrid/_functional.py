@@ -14,29 +14,29 @@ from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from . import _context
+from jax.experimental import io_callback
+
+from . import _cells, _context, _modes
+from ._cells import Cell
+from ._modes import holds_tracers  # noqa: F401 - also reached as _functional.holds_tracers
 from ._scopes import no_frame  # noqa: F401 - also reached as _functional.no_frame
 from .errors import TransformStateError
+from ._state_lock import state_lock
 
 
-def holds_tracers(value: Any) -> bool:
-    """Whether ``value`` holds arrays of a JAX transformation (they must not outlive the call); the
-    recorded arrays of ``autograd.record()`` are not such arrays."""
-    from . import _lazy
-    return any(isinstance(leaf, jax.core.Tracer) and not isinstance(leaf, _lazy.LazyArray)
-               for leaf in jax.tree_util.tree_leaves(value))
-
-
-class Frame:
-    """Parameter values, state updates and randomness of one functional run.
+class Frame(_modes.Mode):
+    """Parameter values, state updates and randomness of one functional run: the mode of a context
+    with a frame (see :mod:`hybrid._modes`).
 
     ``key`` is None (draw from the global stream), a key, or ``(base_key, counter)``.
     In a plain Frame hybridized children call their compiled graph; in a
-    :class:`TraceFrame` (hybridize tracing a graph) they are inlined.
+    :class:`TraceFrame` (hybridize tracing a graph) they are inlined. State cells (gradients,
+    optimizer states...) are answered by ``outer``: the enclosing whole-step frame, else the eager mode.
     """
 
-    __slots__ = ("values", "updates", "accessed", "missing", "key", "key_count", "parent")
+    __slots__ = ("values", "updates", "accessed", "missing", "key", "key_count", "parent", "outer")
     inline_hybridized = False
     whole_step = False
 
@@ -51,6 +51,7 @@ class Frame:
         self.key = jax.random.fold_in(*key) if isinstance(key, tuple) and key else key
         self.key_count = 0
         self.parent = parent
+        self.outer = parent.outer if parent is not None else _modes.EAGER
 
     def assign_attribute(self, block: Any, name: str, value: Any) -> None:
         """``block.name = value`` inside ``forward``, where ``value`` holds arrays; the attribute is
@@ -68,6 +69,7 @@ class Frame:
 
     def call_block(self, block: Any, args: tuple, kwargs: dict) -> Any:
         """Run a block called while this frame is active."""
+        self.note_call(block)
         if block._active and not self.inline_hybridized:
             return block._get_cached_op()((args, kwargs))
         return block._run_forward((args, kwargs))
@@ -103,6 +105,53 @@ class Frame:
     def deferred_init(self, block: Any) -> None:
         """``block`` is about to initialise parameters whose shapes waited for this call."""
 
+    # -- the mode's answers (hybrid._modes.Mode) --
+    def read_param(self, param) -> Any:
+        with state_lock:
+            value = self.lookup(param)
+            if value is None:
+                value = param.own_data
+                if value is None:
+                    raise param.no_data_error()
+                self.missing[param] = True
+            return value
+
+    def write_param(self, param, value: Any) -> None:
+        self.store(param, value)
+
+    def run_cached(self, op: Any, entry: Any, arrays: list) -> Any:
+        return op._call_in_frame(entry, arrays, self)
+
+    def program_rng(self) -> tuple:
+        return self.next_key(), np.uint32(0)
+
+    def before_trace(self, op: Any, args: tuple) -> None:
+        pass  # the trace initialises deferred parameters
+
+    def read_derived(self, cell: Cell, sources: list, getter: Callable[[], Any]) -> Any:
+        return None
+
+    def read_cell(self, cell: Cell, getter: Callable[[], Any], outside: Callable[[], Any] | None = None) -> Any:
+        return self.outer.read_cell(cell, getter, outside)
+
+    def write_cell(self, cell: Cell, getter: Callable[[], Any], setter: Callable[[Any], None], value: Any) -> None:
+        self.outer.write_cell(cell, getter, setter, value)
+
+    def fresh_grads(self, params) -> list:
+        return self.outer.fresh_grads(params)
+
+    def set_grad_fresh(self, param, fresh: bool) -> None:
+        self.outer.set_grad_fresh(param, fresh)
+
+    def store_grads(self, write: Any) -> None:
+        self.outer.store_grads(write)
+
+    def apply_update(self, trainer: Any, program: Any, active: list, rescale: Any) -> None:
+        self.outer.apply_update(trainer, program, active, rescale)
+
+    def host_call(self, fn: Callable, *args: Any) -> bool:
+        return self.outer.host_call(fn, *args)
+
 
 class CompileFrame(Frame):
     """The frame of a whole-step trace (``hybrid.compile``).
@@ -131,6 +180,7 @@ class CompileFrame(Frame):
         self.missing_host: dict = {}
         self.fresh: dict = {}
         self.blocks: dict = {}  # blocks called in the step: the compiled step watches them
+        self.outer = self
 
     def read(self, key: Any, getter: Callable[[], Any]) -> Any:
         """The current value of a cell: written earlier in the step, an input, or (discovery) concrete."""
@@ -169,12 +219,12 @@ class CompileFrame(Frame):
     def lookup(self, param) -> Any:
         if not param.is_initialized:
             return None
-        return self.read(("data", param), lambda: param.own_data)
+        return self.read(Cell(_cells.DATA, param), lambda: param.own_data)
 
     def store(self, param, value: Any) -> None:
         def setter(new, p=param):
             p.assign_data(new)
-        self.write(("data", param), lambda p=param: p.own_data, setter, value)
+        self.write(Cell(_cells.DATA, param), lambda p=param: p.own_data, setter, value)
 
     def note_call(self, block: Any) -> None:
         self.blocks[block] = True
@@ -183,13 +233,36 @@ class CompileFrame(Frame):
         """An attribute assigned in the step becomes a program output, set after every call."""
         def setter(new, block=block, name=name):
             object.__setattr__(block, name, new)
-        self.write(("attribute", block, name), lambda: None, setter, value)
+        self.write(Cell(_cells.ATTRIBUTE, block, name), lambda: None, setter, value)
+
+    def read_cell(self, cell: Cell, getter: Callable[[], Any], outside: Callable[[], Any] | None = None) -> Any:
+        return self.read(cell, getter)
+
+    def write_cell(self, cell: Cell, getter: Callable[[], Any], setter: Callable[[Any], None], value: Any) -> None:
+        self.write(cell, getter, setter, value)
+
+    def fresh_grads(self, params) -> list:
+        fresh = self.fresh
+        return [p for p in params if fresh.get(p, p.grad_state.fresh)]
+
+    def set_grad_fresh(self, param, fresh: bool) -> None:
+        self.fresh[param] = fresh  # local to the trace; the compiled step sets it after every call
+
+    def store_grads(self, write: Any) -> None:
+        write.in_step(self)
+
+    def apply_update(self, trainer: Any, program: Any, active: list, rescale: Any) -> None:
+        trainer._update_in_trace(self, program, active, rescale)
+
+    def host_call(self, fn: Callable, *args: Any) -> bool:
+        io_callback(fn, None, *args, ordered=True)
+        return True
 
     def next_key(self) -> jax.Array:
         if self.key is None:
             from . import random as _random
-            base = self.host_input("rng_base", _random.base_key, (), _random.base_key().dtype)
-            counter = self.host_input("rng_counter", _random.next_counter, (), jnp.uint32)
+            base = self.host_input(Cell(_cells.RNG_BASE), _random.base_key, (), _random.base_key().dtype)
+            counter = self.host_input(Cell(_cells.RNG_COUNTER), _random.next_counter, (), jnp.uint32)
             self.key = jax.random.fold_in(base, counter)
         self.key_count += 1
         return jax.random.fold_in(self.key, self.key_count)
@@ -279,11 +352,6 @@ _ABSENT = object()
 def current() -> Frame | None:
     """The innermost active frame, or None when parameters hold their own values."""
     return _context.current().frame
-
-
-def compile_frame() -> CompileFrame | None:
-    """The enclosing whole-step trace's frame, or None."""
-    return _context.current().compile_frame
 
 
 @contextmanager

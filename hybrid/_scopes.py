@@ -1,16 +1,18 @@
-"""Context scopes that leave every frame: imperative execution in the middle of a trace.
+"""Scopes that change how code runs, with JAX's trace state kept in step with the context.
 
-Kept apart from ``_functional`` (the frames) so that ``random``, which frames call for keys, can
-step out of a trace without importing the frames.
+Every change of recording goes through here: entering or leaving a recording sets the context's
+``recording``/``tape`` (hence its mode, :mod:`hybrid._modes`) and JAX's current trace together.
+Kept apart from ``_functional`` (the frames) so that ``random`` can step out of a trace without
+importing the frames.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 from . import _context, _lazy
 
-__all__ = ["no_frame"]
+__all__ = ["no_frame", "recording_on", "mode_scope", "set_recording"]
 
 
 @contextmanager
@@ -19,3 +21,50 @@ def no_frame() -> Iterator[None]:
     tape, not recording, lazy arrays computed at once."""
     with _context.scope(frame=None, tape=None, recording=False), _lazy.eval_trace():
         yield
+
+
+@contextmanager
+def recording_on(tape: Any) -> Iterator[None]:
+    """Record on ``tape`` (which may belong to a ``record()`` scope already left: ``amp.scale_loss``,
+    the gradients ``backward`` accumulates)."""
+    with _context.scope(recording=True, tape=tape), _lazy.recording_trace(tape):
+        yield
+
+
+@contextmanager
+def mode_scope(recording: bool | None, training: bool | None) -> Iterator[None]:
+    """``autograd.record()``/``pause()``/``train_mode()``/``predict_mode()``: start or stop recording
+    (None: leave it) and set the training flag (None: leave it). The outermost recording starts a new
+    tape; a ``record()`` inside ``pause()`` continues the paused one."""
+    ctx = _context.current()
+    changes: dict = {}
+    trace = None
+    if training is not None:
+        changes["training"] = training
+    if recording and not ctx.recording:
+        tape = ctx.tape
+        if tape is None or tape.released or tape.parent is not _lazy.current_trace():
+            tape = _lazy.Tape(_lazy.current_trace())
+        changes.update(recording=True, tape=tape)
+        trace = _lazy.recording_trace(tape)
+    elif recording is False and ctx.recording:
+        changes["recording"] = False
+        trace = _lazy.parent_trace(ctx.tape)
+    with _context.scope(**changes):
+        if trace is None:
+            yield
+        else:
+            with trace:
+                yield
+
+
+def set_recording(flag: bool) -> bool:
+    """Start (on a fresh tape) or stop recording in the current context, without restoring it later;
+    returns the previous value."""
+    ctx = _context.current()
+    previous = ctx.recording
+    if bool(flag) != previous:
+        tape = _lazy.Tape(_lazy.current_trace()) if flag else None
+        _lazy.set_trace(tape.trace if flag else (ctx.tape.parent if ctx.tape is not None else None))
+        _context.replace_current(recording=bool(flag), tape=tape)
+    return previous

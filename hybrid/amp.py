@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _functional, _lazy
+from . import _context, _lazy, _scopes
+from ._cells import LOSS_SCALER, Cell
 from .block import HybridBlock
 from .graph import precision
 from .trainer import Trainer
@@ -118,18 +119,12 @@ class LossScaler:
 
     def state(self) -> tuple:
         """(scale float32, good steps int32, skipped steps int32): arrays, or cells of a ``hybrid.compile`` step."""
-        frame = _functional.compile_frame()
-        if frame is not None:
-            return frame.read(("loss_scaler", self), lambda: self._state)
-        return self._state
+        return _context.current().mode.read_cell(Cell(LOSS_SCALER, self), lambda: self._state)
 
     def set_state(self, state: tuple) -> None:
         """Replace the state (inside a ``hybrid.compile`` step: after each call)."""
-        frame = _functional.compile_frame()
-        if frame is not None:
-            frame.write(("loss_scaler", self), lambda: self._state, self._set_state, tuple(state))
-        else:
-            self._set_state(state)
+        _context.current().mode.write_cell(Cell(LOSS_SCALER, self), lambda: self._state, self._set_state,
+                                           tuple(state))
 
     def _set_state(self, state: tuple) -> None:
         self._state = tuple(state)
@@ -225,7 +220,7 @@ def scale_loss(loss: Any, trainer: Trainer) -> Iterator[Any]:
 def _recorded(fn: Any, value: Any) -> Any:
     """``fn(value)``, recorded on ``value``'s recording even outside its ``record()`` scope."""
     if isinstance(value, _lazy.LazyArray) and not value._tape.released:
-        with _lazy.recording_trace(value._tape):
+        with _scopes.recording_on(value._tape):
             return fn(value)
     return fn(value)
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from . import _context, _functional, _lazy
+from . import _context, _functional, _lazy, _scopes
 from ._custom_function import Function
 from .errors import AutogradError
 from .parameter import Parameter, set_grads, unique_params
@@ -31,7 +31,7 @@ stats = _lazy.Stats
 
 def is_recording() -> bool:
     """True inside ``record()`` (and not inside ``pause()``)."""
-    return _context.current().recording
+    return _context.current().mode.recording
 
 
 def is_training() -> bool:
@@ -47,13 +47,7 @@ def set_training(flag: bool) -> bool:
 def set_recording(flag: bool) -> bool:
     """Start (on a fresh tape) or stop recording in the current context; returns the previous value.
     Prefer the ``record()`` and ``pause()`` scopes, which also restore the state on exit."""
-    ctx = _context.current()
-    previous = ctx.recording
-    if bool(flag) != previous:
-        tape = _lazy.Tape(_lazy.current_trace()) if flag else None
-        _lazy.set_trace(tape.trace if flag else (ctx.tape.parent if ctx.tape is not None else None))
-        _context.replace_current(recording=bool(flag), tape=tape)
-    return previous
+    return _scopes.set_recording(flag)
 
 
 class _Scope:
@@ -64,32 +58,13 @@ class _Scope:
         self._entered: list = []
 
     def __enter__(self) -> "_Scope":
-        ctx = _context.current()
-        changes: dict = {}
-        trace = None
-        if self._training is not None:
-            changes["training"] = self._training
-        if self._recording and not ctx.recording:
-            tape = ctx.tape
-            if tape is None or tape.released or tape.parent is not _lazy.current_trace():
-                tape = _lazy.Tape(_lazy.current_trace())
-            changes.update(recording=True, tape=tape)
-            trace = _lazy.recording_trace(tape)
-        elif self._recording is False and ctx.recording:
-            changes["recording"] = False
-            trace = _lazy.parent_trace(ctx.tape)
-        manager = _context.scope(**changes)
+        manager = _scopes.mode_scope(self._recording, self._training)
         manager.__enter__()
-        if trace is not None:
-            trace.__enter__()
-        self._entered.append((manager, trace))
+        self._entered.append(manager)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        manager, trace = self._entered.pop()
-        if trace is not None:
-            trace.__exit__(*exc)
-        manager.__exit__(*exc)
+        self._entered.pop().__exit__(*exc)
 
     def __call__(self, fn: Callable) -> Callable:
         def wrapped(*args, **kwargs):
@@ -212,27 +187,48 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
                 "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
         return  # nothing trainable was recorded: no gradient to write
-    frame = _functional.compile_frame()
     wrt = list(map(param_slots.__getitem__, params))
-    if frame is None and requests.count("write") == len(requests):
-        # the common case, without a Python call per parameter: the step's program returns the
-        # gradients packed, and they are split into arrays only if someone reads them
-        slots = tape.grad(heads, head_grads, wrt, False, slots_only=True)
-        set_grads(params, tape.packed(slots, functools.partial(_gradients_split, params)))
-    else:
-        grads = tape.grad(heads, head_grads, wrt, create_graph=False)
-        with _lazy.recording_trace(tape):
-            new = [param.accumulate_grad(g, frame) for param, g in zip(params, grads)]
-        if frame is None:
-            def computed(values: list) -> None:  # the gradients' data replaces the recorded values
-                for param, lazy, value in zip(params, new, values):
-                    lazy._value = value
-                    state = param.grad_state
-                    if state.value is lazy:
-                        state.set(value, state.fresh)
-            tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
+    _context.current().mode.store_grads(_GradWrite(tape, heads, head_grads, params, requests, wrt))
     if not retain_graph:
         tape.free(head_slots)
+
+
+class _GradWrite:
+    """The gradients of one ``backward``, stored as the current mode says (:meth:`hybrid._modes.Mode.store_grads`)."""
+
+    __slots__ = ("tape", "heads", "head_grads", "params", "requests", "wrt")
+
+    def __init__(self, tape: _lazy.Tape, heads: list, head_grads: list, params: list, requests: list, wrt: list):
+        self.tape, self.heads, self.head_grads = tape, heads, head_grads
+        self.params, self.requests, self.wrt = params, requests, wrt
+
+    def outside(self) -> None:
+        """On the parameters: computed with the recording's next run."""
+        tape, params = self.tape, self.params
+        if self.requests.count("write") == len(self.requests):
+            # the common case, without a Python call per parameter: the step's program returns the
+            # gradients packed, and they are split into arrays only if someone reads them
+            slots = tape.grad(self.heads, self.head_grads, self.wrt, False, slots_only=True)
+            set_grads(params, tape.packed(slots, functools.partial(_gradients_split, params)))
+            return
+        new = self._accumulated()
+
+        def computed(values: list) -> None:  # the gradients' data replaces the recorded values
+            for param, lazy, value in zip(params, new, values):
+                lazy._value = value
+                state = param.grad_state
+                if state.value is lazy:
+                    state.set(value, state.fresh)
+        tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
+
+    def in_step(self, frame: Any) -> None:
+        """As cells of the whole-step ``frame`` (``hybrid.compile``)."""
+        self._accumulated()
+
+    def _accumulated(self) -> list:
+        grads = self.tape.grad(self.heads, self.head_grads, self.wrt, create_graph=False)
+        with _scopes.recording_on(self.tape):
+            return [param.accumulate_grad(g) for param, g in zip(self.params, grads)]
 
 
 def _gradients_split(params: list[Parameter], pack: Any, values: list) -> None:
@@ -310,9 +306,8 @@ def value_and_grad(fn: Callable, params: Any, train_mode: bool = True) -> Callab
         for param, state in zip(updated, new_states):
             param.set_data(state)
         by_param = dict(zip(unique, grads))
-        frame = _functional.compile_frame()
         for param, g in by_param.items():
-            param.accumulate_grad(g, frame)
+            param.accumulate_grad(g)
         if names is None:
             return value, [by_param.get(p) for p in plist]
         return value, {n: by_param[p] for n, p in zip(names, plist) if p in by_param}

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _cached_op, _context, _functional, _gluon1, _lazy, _state, _structure, autograd
 from . import init as _init
+from ._cells import ATTRIBUTE, Cell
 from ._watch import Watched
 from .interop.arrays import convert_inputs, needs_conversion
 from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
@@ -363,13 +364,7 @@ class Block(Watched, metaclass=_BlockMeta):
         elif _holds_blocks(value):
             _unregistered_block_warning(self, name, value)
         elif not name.startswith("_") and _holds_arrays(value):
-            frame = _context.current().frame
-            if frame is not None:
-                frame.assign_attribute(self, name, value)
-            elif _functional.holds_tracers(value):
-                raise HybridizeError(
-                    f"{type(self).__name__}.{name}: cannot keep a traced value (assigned inside a JAX "
-                    "transformation) as an attribute; return it from forward instead")
+            _context.current().mode.assign_attribute(self, name, value)
         elif self.__dict__.get("_watcher_set") and name in self.__dict__ and \
                 _is_new_setting(self.__dict__[name], value):
             object.__setattr__(self, name, value)
@@ -384,7 +379,7 @@ class Block(Watched, metaclass=_BlockMeta):
             def computed(data, name=name, value=value):
                 if self.__dict__.get(name) is value:
                     object.__setattr__(self, name, data)
-            value._tape.write(("attribute", self, name), value, computed)
+            value._tape.write(Cell(ATTRIBUTE, self, name), value, computed)
 
     def __delattr__(self, name: str) -> None:
         if name in self._children or name in self._reg_params:
@@ -639,32 +634,34 @@ class Block(Watched, metaclass=_BlockMeta):
         return out
 
     def _dispatch(self, args: tuple, kwargs: dict) -> Any:
-        ctx = _context.current()
-        if ctx.frame is not None:
-            ctx.frame.note_call(self)
-        if ctx.recording:
-            if not ctx.eager_only and (self._active or self._runs_compiled()):
-                return self._compiled_op().record((args, kwargs))
-            out = self._run_forward((_to_jax(args), _to_jax(kwargs)))
-            if _context.call_depth.value == 1:  # an input returned as it is becomes a recorded value too
-                out = jax.tree_util.tree_map(ctx.tape.recorded, out)
-            return out
-        if ctx.frame is not None:
-            return ctx.frame.call_block(self, args, kwargs)
-        if _lazy.under_transform():  # jax.jit(lambda x: net(x)): nothing may write state
-            if _lazy.staged_out() and self not in _BAKED_WARNED:
-                _BAKED_WARNED.add(self)
-                _baked_parameters_warning(self)
-            with _functional.frame({}, frame_type=_functional.TransformFrame) as frame:
-                return frame.call_block(self, args, kwargs)
-        if not ctx.eager_only and (self._active or self._runs_compiled()):
-            return self._compiled_op()((args, kwargs))
+        return _context.current().mode.call_block(self, args, kwargs)
+
+    # -- what the modes call (hybrid._modes) --
+    def _uses_compiled(self) -> bool:
+        """Whether a call runs the compiled forward (hybridized, and not inside ``eager_only``)."""
+        return (self._active or self._runs_compiled()) and not _context.current().eager_only
+
+    def _run_python(self, args: tuple, kwargs: dict) -> Any:
+        """The Python forward on the inputs as JAX arrays."""
         return self._run_forward((_to_jax(args), _to_jax(kwargs)))
+
+    def _call_in_transform(self, args: tuple, kwargs: dict) -> Any:
+        """A call inside a JAX transformation without ``apply`` (``jax.jit(lambda x: net(x))``): nothing
+        may write state."""
+        if _lazy.staged_out() and self not in _BAKED_WARNED:
+            _BAKED_WARNED.add(self)
+            _baked_parameters_warning(self)
+        with _functional.frame({}, frame_type=_functional.TransformFrame) as frame:
+            return frame.call_block(self, args, kwargs)
+
+    def _traced_attribute_error(self, name: str) -> HybridizeError:
+        return HybridizeError(
+            f"{type(self).__name__}.{name}: cannot keep a traced value (assigned inside a JAX "
+            "transformation) as an attribute; return it from forward instead")
 
     def _run_forward(self, packed: tuple) -> Any:
         args, kwargs = packed
-        frame = _context.current().frame
-        tracing = frame is not None and frame.inline_hybridized and self._scope_name
+        tracing = _context.current().mode.inline_hybridized and self._scope_name
         with jax.named_scope(self._scope_name) if tracing else nullcontext():
             try:
                 return self.forward(*args, **kwargs)
@@ -679,17 +676,14 @@ class Block(Watched, metaclass=_BlockMeta):
         deferred = [p for p in self._reg_params.values() if p.is_deferred]
         if not deferred:
             return False
-        frame = _context.current().frame
-        if frame is not None:
-            frame.deferred_init(self)
+        _context.current().mode.deferred_init(self)
         self.infer_shape(*args, **kwargs)
         for param in deferred:
             param.finish_deferred_init()
         return True
 
     def _located_error(self, exc: Exception, is_root: bool) -> Exception:
-        frame = _context.current().frame
-        if frame is not None and frame.inline_hybridized and isinstance(exc, _cached_op._TRACER_ERRORS):
+        if isinstance(exc, _cached_op._TRACER_ERRORS) and _context.current().mode.inline_hybridized:
             exc = _cached_op.control_flow_error(self, exc)
         if getattr(exc, "_hybrid_block", None) is None:
             try:

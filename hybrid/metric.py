@@ -15,9 +15,8 @@ from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
-from jax.experimental import io_callback
 
-from . import _functional, _lazy
+from . import _context, _lazy
 
 __all__ = ["EvalMetric", "Accuracy", "TopKAccuracy", "F1", "MAE", "MSE", "RMSE", "CrossEntropy", "Perplexity",
            "Loss", "CompositeEvalMetric", "CustomMetric", "create", "register"]
@@ -58,9 +57,9 @@ def _host_update(update: Callable) -> Callable:
     metric with ``_defers`` holds device arrays instead of waiting for them."""
     @functools.wraps(update)
     def wrapped(self, labels, preds):
-        if _functional.compile_frame() is not None:
-            io_callback(functools.partial(update, self), None, labels, preds, ordered=True)
-        elif not (self._defers and self._hold(labels, preds)):
+        if _context.current().mode.host_call(functools.partial(update, self), labels, preds):
+            return  # inside hybrid.compile: an ordered callback of the step
+        if not (self._defers and self._hold(labels, preds)):
             update(self, labels, preds)
             self._note_batch()
     wrapped.now = update

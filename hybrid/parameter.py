@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _context, _functional, _lazy
 from . import init as _init
+from ._cells import DATA, GRAD, Cell
 from ._state_lock import state_lock
 from ._watch import Watched
 from .errors import DeferredInitializationError, ShapeError, UninitializedParameterError
@@ -298,25 +299,17 @@ class Parameter(Watched):
         Raises DeferredInitializationError while the shape waits for the first
         forward, UninitializedParameterError before ``initialize()``.
         """
-        ctx = _context.current()
-        frame = ctx.frame
-        with state_lock:  # see hybrid._state_lock: the array read is the one a recording holds
-            value = frame.lookup(self) if frame is not None else None
-            if value is None:
-                value = self._data
-                if value is None:
-                    if self._deferred is not None:
-                        raise DeferredInitializationError(
-                            f"Parameter {self._name!r} has unknown shape {self._shape}; it is initialised "
-                            "at the first forward call of its block")
-                    raise UninitializedParameterError(
-                        f"Parameter {self._name!r} has not been initialized. Call .initialize() on the "
-                        "parameter or on its block (e.g. net.initialize()) before using it")
-                if frame is not None:
-                    frame.missing[self] = True
-            if ctx.recording:
-                ctx.tape.read_param(self, value)
-            return value
+        return _context.current().mode.read_param(self)
+
+    def no_data_error(self) -> Exception:
+        """The error :meth:`data` raises while the parameter holds no data."""
+        if self._deferred is not None:
+            return DeferredInitializationError(
+                f"Parameter {self._name!r} has unknown shape {self._shape}; it is initialised "
+                "at the first forward call of its block")
+        return UninitializedParameterError(
+            f"Parameter {self._name!r} has not been initialized. Call .initialize() on the "
+            "parameter or on its block (e.g. net.initialize()) before using it")
 
     def list_data(self) -> list[jax.Array]:
         """Gluon compatibility: the data on every device (one device here)."""
@@ -341,14 +334,15 @@ class Parameter(Watched):
 
     def set_data(self, value: Any) -> None:
         """Replace the value. Shape must match (unknown dimensions are filled in); dtype is cast."""
-        ctx = _context.current()
-        if ctx.frame is not None:
-            ctx.frame.store(self, value)
-            return
+        _context.current().mode.write_param(self, value)
+
+    def store_data(self, value: Any) -> None:
+        """:meth:`set_data` outside frames: the parameter holds ``value`` itself (a recorded value is
+        written when the recording runs)."""
         if isinstance(value, _lazy.LazyArray) and not value._tape.released:
             self._check_shape(value.shape)
             old, self._data = self._data, value.astype(self._dtype) if value.dtype != self._dtype else value
-            value._tape.write(_lazy.Cell("data", self), self._data, self._set_computed, replaces=old)
+            value._tape.write(Cell(DATA, self), self._data, self._set_computed, replaces=old)
             return
         if isinstance(value, jax.core.Tracer):
             raise _functional.refusal(f"Parameter {self._name!r}.set_data would store a traced value")
@@ -383,9 +377,9 @@ class Parameter(Watched):
             raise RuntimeError(f"Parameter {self._name!r} has grad_req='null' and no gradient")
         if self._data is None:
             self.data()  # raises the right uninitialised error
-        frame = _functional.compile_frame()
-        if frame is not None:
-            return frame.read(("grad", self), self._stored_grad)
+        return _context.current().mode.read_cell(Cell(GRAD, self), self._stored_grad, self._checked_grad)
+
+    def _checked_grad(self) -> jax.Array:
         if self.grad_state.dropped:
             raise RuntimeError(f"the gradient of Parameter {self._name!r} was consumed by a compiled step that did "
                                "not keep it; read it before the step, or keep gradients with keep_grads=True "
@@ -409,56 +403,48 @@ class Parameter(Watched):
     def zero_grad(self) -> None:
         """Set the gradient to zeros (needed between steps when ``grad_req='add'``)."""
         if self._grad_req != "null" and self._data is not None:
-            frame = _functional.compile_frame()
-            if frame is not None:
-                frame.write(("grad", self), self._stored_grad, self._set_grad, jnp.zeros_like(self.data()))
-                return
-            self.grad_state.value = jnp.zeros(self._data.shape, self._data.dtype)
-            self.grad_state.dropped = False
+            zeros = jnp.zeros(self._data.shape, self._data.dtype)
+            _context.current().mode.write_cell(Cell(GRAD, self), self._stored_grad, self._set_grad, zeros)
 
     def scale_grad(self, fn: Any) -> None:
         """Replace the gradient (if there is one) by ``fn(gradient)``, keeping its freshness."""
         if self._grad_req == "null" or self._data is None:
             return
-        frame = _functional.compile_frame()
-        if frame is not None:
-            frame.write(("grad", self), self._stored_grad, self._set_grad, fn(self.grad()))
-        elif self.grad_state.value is not None and not self.grad_state.dropped:
-            self.grad_state.value = fn(self._grad_value())
+        mode = _context.current().mode
+        cell = Cell(GRAD, self)
+        grad = mode.read_cell(cell, self._stored_grad, self._kept_grad)
+        if grad is not None:
+            mode.write_cell(cell, self._stored_grad, self._set_grad, fn(grad))
+
+    def _kept_grad(self) -> Any:
+        """The gradient outside a compiled step, or None when there is none (never written, or dropped)."""
+        state = self.grad_state
+        return state.resolved() if state.value is not None and not state.dropped else None
 
     def _set_grad(self, value: jax.Array) -> None:
         self.grad_state.value = value
         self.grad_state.dropped = False
 
-    def accumulate_grad(self, value: jax.Array, frame: Any = None) -> Any:
+    def accumulate_grad(self, value: jax.Array) -> Any:
         """Write or add ``value`` according to grad_req and mark the gradient fresh; returns the new
-        gradient. ``value`` may belong to the whole-step ``frame``."""
-        if frame is not None:
-            if self._grad_req == "add":
-                value = frame.read(("grad", self), self._stored_grad) + value
-            frame.write(("grad", self), self._stored_grad, self._set_grad, value)
-            frame.fresh[self] = True
-            return
-        state = self.grad_state
-        if self._grad_req == "add" and state.value is not None and not state.dropped:
-            value = state.resolved() + value
-        state.set(value)
+        gradient (inside a ``hybrid.compile`` step, a cell of the step)."""
+        mode = _context.current().mode
+        cell = Cell(GRAD, self)
+        if self._grad_req == "add":
+            old = mode.read_cell(cell, self._stored_grad, self._kept_grad)
+            if old is not None:
+                value = old + value
+        mode.write_cell(cell, self._stored_grad, self._set_grad, value)
+        mode.set_grad_fresh(self, True)
         return value
 
     def grad_is_fresh(self) -> bool:
         """Whether backward wrote the gradient since the last optimizer step (trace-aware)."""
-        frame = _functional.compile_frame()
-        if frame is not None:
-            return frame.fresh.get(self, self.grad_state.fresh)
-        return self.grad_state.fresh
+        return bool(_context.current().mode.fresh_grads((self,)))
 
     def mark_grad_consumed(self) -> None:
         """The gradient was used by an optimizer step (trace-aware)."""
-        frame = _functional.compile_frame()
-        if frame is not None:
-            frame.fresh[self] = False
-        else:
-            self.grad_state.fresh = False
+        _context.current().mode.set_grad_fresh(self, False)
 
     def cast(self, dtype: Any) -> None:
         """Convert data and gradient to ``dtype``."""

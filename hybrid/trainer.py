@@ -13,7 +13,8 @@ import jax.numpy as jnp
 from jax.extend import core as jax_core
 import numpy as np
 
-from . import _compat, _functional
+from . import _cells, _compat, _context, _functional
+from ._cells import Cell
 from . import optimizer as _opt
 from . import serialization
 from .distributed.mesh import make_mesh
@@ -167,14 +168,12 @@ class Trainer:
         if batch_size <= 0:
             raise ValueError(f"Trainer.step: batch_size must be positive, got {batch_size}")
         trainable = self._trainable()
-        frame = _functional.compile_frame()
-        if frame is None and all([p.grad_state.fresh for p in trainable]):
-            active = trainable
-        else:
-            active = [p for p in trainable if p.grad_is_fresh()]
+        mode = _context.current().mode
+        active = mode.fresh_grads(trainable)
         if len(active) != len(trainable):
             if not ignore_stale_grad:
-                stale = [self._names[p] for p in trainable if not p.grad_is_fresh()]
+                fresh = set(active)
+                stale = [self._names[p] for p in trainable if p not in fresh]
                 raise StaleGradientError(
                     f"Trainer.step: gradient of parameter(s) {stale[:10]}{'...' if len(stale) > 10 else ''} has "
                     "not been updated by backward since the last step. The model may use only some of its "
@@ -190,10 +189,11 @@ class Trainer:
             self._placement.place_pending()  # parameters initialised at the first forward
         scaler = self._amp_loss_scaler
         guard = scaler.begin_step() if scaler is not None else None
-        program = self._program(active, guard)
-        if frame is not None:
-            self._update_in_trace(frame, program, active, rescale)
-            return
+        mode.apply_update(self, self._program(active, guard), active, rescale)
+
+    def _update_now(self, program: UpdateProgram, active: list[Parameter], rescale: np.float32) -> None:
+        """The update outside a compiled step: staged on the recording that computed the gradients, or
+        run at once on gradients that are arrays."""
         grads = [p.grad_state.value for p in active]
         recording = open_recording(grads)
         with state_lock:  # see hybrid._state_lock
@@ -295,18 +295,18 @@ class Trainer:
     def _update_in_trace(self, frame: _functional.CompileFrame, program: UpdateProgram, active: list[Parameter],
                          rescale: np.float32) -> None:
         """The update inside a whole-step trace: states are cells, the learning rate a host input."""
-        lr = frame.host_input(("lr", self), self._next_learning_rate, (), np.float32)
-        keys = [("optimizer_state", self, p) for p in active]
+        lr = frame.host_input(Cell(_cells.LR, self), self._next_learning_rate, (), np.float32)
+        keys = [Cell(_cells.OPTIMIZER_STATE, p, self) for p in active]
         self._states_of(active)  # missing states are created together, as concrete arrays
         getters = [functools.partial(self._state, p) for p in active]
-        states = [frame.read(key, getter) for key, getter in zip(keys, getters)]
+        states = [frame.read_cell(key, getter) for key, getter in zip(keys, getters)]
         weights = [p.data() for p in active]
         grads = [p.grad() for p in active]
         new_weights, new_states, scaler_state = program.plain(weights, grads, states, lr, rescale,
                                                            self._scaler_state(program))
         for param, key, getter, weight, state in zip(active, keys, getters, new_weights, new_states):
             param.set_data(weight)
-            frame.write(key, getter, functools.partial(self._states.__setitem__, param), state)
+            frame.write_cell(key, getter, functools.partial(self._states.__setitem__, param), state)
             param.mark_grad_consumed()
         if scaler_state:
             self._amp_loss_scaler.set_state(scaler_state)

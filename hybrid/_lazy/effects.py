@@ -9,17 +9,10 @@ import numpy as np
 from jax._src import core
 from jax._src.array import ArrayImpl
 
+from .._cells import Cell  # what a pending write stores into; two writes to one cell: the later one wins
 from ..errors import AutogradError
 from .slots import SlotRegistry
 from .trace import LazyArray
-
-
-class Cell(NamedTuple):
-    """What a pending write stores into: ``kind`` (``"data"``, ``"update"``, ``"grads"``, ``"pack"``) of
-    ``owner`` (a Parameter, a trainer, a pack...). Two writes to one cell: the later one wins."""
-
-    kind: str
-    owner: Any
 
 
 class PackRef(NamedTuple):

@@ -16,11 +16,12 @@ or ``hybrid.amp.convert_hybrid_block`` sets one.
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import jax.numpy as jnp
+
+from .. import _context
 
 __all__ = ["Policy", "current", "set_global", "use", "floating_to", "PRECISIONS"]
 
@@ -65,13 +66,13 @@ def _cast(value: Any, dtype: Any) -> Any:
 
 
 _GLOBAL: list[Policy | None] = [None]
-_LOCAL = threading.local()
 
 
 def current() -> Policy | None:
-    """The policy in force: the innermost :func:`use`, else the global one (``amp.init``)."""
-    stack = getattr(_LOCAL, "stack", None)
-    return stack[-1] if stack else _GLOBAL[0]
+    """The policy in force: the innermost :func:`use` (part of the execution context), else the global
+    one (``amp.init``)."""
+    policy = _context.current().precision
+    return _GLOBAL[0] if policy is _context.GLOBAL_PRECISION else policy
 
 
 def set_global(policy: Policy | None) -> None:
@@ -82,14 +83,8 @@ def set_global(policy: Policy | None) -> None:
 @contextlib.contextmanager
 def use(policy: Policy | None) -> Iterator[None]:
     """Run the body under ``policy`` (in this thread)."""
-    stack = getattr(_LOCAL, "stack", None)
-    if stack is None:
-        stack = _LOCAL.stack = []
-    stack.append(policy)
-    try:
+    with _context.scope(precision=policy):
         yield
-    finally:
-        stack.pop()
 
 
 def floating_to(values: Sequence[Any], dtype: Any) -> list:
