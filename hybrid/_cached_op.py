@@ -406,7 +406,7 @@ class CompiledForward:
         """Stage one call on the tape of the recording ``mode``; returns lazy (outputs, states)."""
         params, program, tape = self.params, self.program, mode.tape
         # the entry implies the parameters' shapes and dtypes
-        param_slots = mode.record_params(params, program._param_avals)
+        param_slots = mode.record_params(params, program._param_avals, data_of)
         rest = list(arrays) + list(rng)
         slots = list(param_slots) + tape.slots_of(rest, False)
         n_params, n_arrays, n_out, forward = len(params), len(arrays), self.n_outputs, program.train_forward
@@ -556,7 +556,7 @@ class CachedOp:
 
     def __call__(self, args: tuple) -> Any:
         entry, arrays = self.entry(args)
-        return _context.current().mode.run_cached(self, entry, arrays)
+        return _context.stack.top.mode.run_cached(self, entry, arrays)
 
     def record(self, args: tuple) -> Any:
         """The call inside ``record()``: one node on the tape."""

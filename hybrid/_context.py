@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 from ._modes import call_depth, mode_of
 
-__all__ = ["Context", "current", "scope", "replace_current", "call_depth"]
+__all__ = ["Context", "current", "scope", "replace_current", "restore", "stack", "call_depth"]
 
 GLOBAL_PRECISION = object()  # precision: the process-wide policy (hybrid.graph.precision.set_global)
 
@@ -59,6 +59,7 @@ class _Stack(threading.local):
 
 
 _stack = _Stack()
+stack = _stack  # ``stack.top`` is ``current()``, for the hot paths (Parameter.data, Block.__call__)
 
 
 def current() -> Context:
@@ -71,6 +72,11 @@ def replace_current(**changes: Any) -> Context:
     previous = _stack.top
     _stack.top = previous.replace(**changes)
     return previous
+
+
+def restore(previous: Context) -> None:
+    """Make ``previous`` (what :func:`replace_current` returned) the current context again."""
+    _stack.top = previous
 
 
 @contextmanager

@@ -2,10 +2,10 @@
 
 A :class:`Frame` maps Parameters to the arrays that stand for them (tracers
 while a graph is traced, concrete arrays under eager autodiff).  While a frame
-is active, ``Parameter.data()`` reads from it, ``Parameter.set_data()`` writes
-to it, and ``hybrid.random.next_key()`` draws from the frame's key.  This is
-the one place where the object world (mutable Parameters) meets the functional
-world (arrays in, arrays out).
+is active it is the context's mode (see :mod:`hybrid._modes`): ``Parameter.data()``
+reads from it, ``Parameter.set_data()`` writes to it, and ``hybrid.random.next_key()``
+draws from the frame's key.  This is the one place where the object world (mutable
+Parameters) meets the functional world (arrays in, arrays out).
 """
 from __future__ import annotations
 

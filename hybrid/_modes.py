@@ -169,11 +169,11 @@ class RecordingMode(Mode):
             self.tape.read_param(param, value)
             return value
 
-    def record_params(self, params: list, avals: list) -> Sequence[int]:
-        """The tape slots of ``params``' values, noted as parameter reads (``avals``: their known shapes)."""
+    def record_params(self, params: list, avals: list, stored: Callable[[list], list]) -> Sequence[int]:
+        """The tape slots of ``params``' values, noted as parameter reads (``avals``: their known shapes;
+        ``stored(params)``: the arrays they hold, ``hybrid.parameter.data_of``)."""
         with state_lock:
-            values = [p.own_data for p in params]
-            return self.tape.read_params(params, values, avals)
+            return self.tape.read_params(params, stored(params), avals)
 
     def call_block(self, block: Any, args: tuple, kwargs: dict) -> Any:
         if block._uses_compiled():
@@ -246,7 +246,7 @@ class FrameRecordingMode(RecordingMode):
             self.tape.read_param(param, value)
             return value
 
-    def record_params(self, params: list, avals: list) -> Sequence[int]:
+    def record_params(self, params: list, avals: list, stored: Callable[[list], list]) -> Sequence[int]:
         return self.tape.slots_of([self.read_param(p) for p in params], False)
 
     def call_block(self, block: Any, args: tuple, kwargs: dict) -> Any:

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from . import _context, _lazy
 
-__all__ = ["no_frame", "recording_on", "mode_scope", "set_recording"]
+__all__ = ["no_frame", "recording_on", "ModeScope", "set_recording"]
 
 
 @contextmanager
@@ -31,31 +31,43 @@ def recording_on(tape: Any) -> Iterator[None]:
         yield
 
 
-@contextmanager
-def mode_scope(recording: bool | None, training: bool | None) -> Iterator[None]:
-    """``autograd.record()``/``pause()``/``train_mode()``/``predict_mode()``: start or stop recording
-    (None: leave it) and set the training flag (None: leave it). The outermost recording starts a new
-    tape; a ``record()`` inside ``pause()`` continues the paused one."""
-    ctx = _context.current()
-    changes: dict = {}
-    trace = None
-    if training is not None:
-        changes["training"] = training
-    if recording and not ctx.recording:
-        tape = ctx.tape
-        if tape is None or tape.released or tape.parent is not _lazy.current_trace():
-            tape = _lazy.Tape(_lazy.current_trace())
-        changes.update(recording=True, tape=tape)
-        trace = _lazy.recording_trace(tape)
-    elif recording is False and ctx.recording:
-        changes["recording"] = False
-        trace = _lazy.parent_trace(ctx.tape)
-    with _context.scope(**changes):
-        if trace is None:
-            yield
-        else:
-            with trace:
-                yield
+class ModeScope:
+    """``autograd.record()``/``pause()``/``train_mode()``/``predict_mode()`` entered once: start or stop
+    recording (``recording`` None: leave it) and set the training flag (None: leave it). The outermost
+    recording starts a new tape; a ``record()`` inside ``pause()`` continues the paused one."""
+
+    __slots__ = ("_recording", "_training", "_previous", "_trace")
+
+    def __init__(self, recording: bool | None, training: bool | None):
+        self._recording, self._training = recording, training
+        self._previous = self._trace = None
+
+    def __enter__(self) -> "ModeScope":
+        ctx = _context.current()
+        changes: dict = {}
+        trace = None
+        if self._training is not None:
+            changes["training"] = self._training
+        if self._recording and not ctx.recording:
+            tape = ctx.tape
+            if tape is None or tape.released or tape.parent is not _lazy.current_trace():
+                tape = _lazy.Tape(_lazy.current_trace())
+            changes.update(recording=True, tape=tape)
+            trace = _lazy.recording_trace(tape)
+        elif self._recording is False and ctx.recording:
+            changes["recording"] = False
+            trace = _lazy.parent_trace(ctx.tape)
+        self._previous = _context.replace_current(**changes)
+        if trace is not None:
+            trace.__enter__()
+            self._trace = trace
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        trace, self._trace = self._trace, None
+        if trace is not None:
+            trace.__exit__(*exc)
+        _context.restore(self._previous)
 
 
 def set_recording(flag: bool) -> bool:

@@ -58,9 +58,7 @@ class _Scope:
         self._entered: list = []
 
     def __enter__(self) -> "_Scope":
-        manager = _scopes.mode_scope(self._recording, self._training)
-        manager.__enter__()
-        self._entered.append(manager)
+        self._entered.append(_scopes.ModeScope(self._recording, self._training).__enter__())
         return self
 
     def __exit__(self, *exc: Any) -> None:

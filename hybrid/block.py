@@ -634,7 +634,7 @@ class Block(Watched, metaclass=_BlockMeta):
         return out
 
     def _dispatch(self, args: tuple, kwargs: dict) -> Any:
-        return _context.current().mode.call_block(self, args, kwargs)
+        return _context.stack.top.mode.call_block(self, args, kwargs)
 
     # -- what the modes call (hybrid._modes) --
     def _uses_compiled(self) -> bool:

@@ -299,7 +299,7 @@ class Parameter(Watched):
         Raises DeferredInitializationError while the shape waits for the first
         forward, UninitializedParameterError before ``initialize()``.
         """
-        return _context.current().mode.read_param(self)
+        return _context.stack.top.mode.read_param(self)
 
     def no_data_error(self) -> Exception:
         """The error :meth:`data` raises while the parameter holds no data."""
