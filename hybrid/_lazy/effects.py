@@ -81,36 +81,6 @@ class PackLayout:
     def _split(self, buffers: list) -> list:
         return [buffers[b][start:stop].reshape(shape) for b, start, stop, shape in self.places]
 
-    def unpacked(self, *buffers: Any) -> list:
-        """The arrays, in order, from the outputs of :meth:`pack`: a pure function, for use inside a program."""
-        n = len(self.groups)
-        values = [None] * (len(self.packed) + len(self.direct))
-        for index, value in zip(self.packed, self._split(list(buffers[:n]))):
-            values[index] = value
-        for index, value in zip(self.direct, buffers[n:]):
-            values[index] = value
-        return values
-
-    def host_pack(self, arrays: Sequence) -> list | None:
-        """The buffers of :meth:`pack` made on the host from arrays on one device (no program to compile), or
-        None when the arrays are not all plain arrays of one single device (sharded states stay as they are)."""
-        device = None
-        for array in arrays:
-            if type(array) is not ArrayImpl or len(array.sharding.device_set) != 1:
-                return None
-            (own,) = array.sharding.device_set
-            if device is None:
-                device = own
-            elif own != device:
-                return None
-        # placed as the states were (committed to their device or not): the program compiled for these
-        # buffers must be the one the next step's buffers, which come out of it, call
-        target = device if any(array.committed for array in arrays) else None
-        with core.set_current_trace(core.eval_trace):
-            flat = [jax.device_put(np.concatenate([np.asarray(arrays[i]).ravel() for i in group]), target)
-                    for group in self.groups]
-        return flat + [arrays[i] for i in self.direct]
-
     def unpack(self, outputs: list) -> list:
         """The arrays, in order, from the outputs of :meth:`pack` (one program call splits the buffers)."""
         n = len(self.groups)
@@ -181,25 +151,6 @@ class Pack:
             if self.on_split is not None:
                 self.on_split(self, self.values)
         return self.values[index]
-
-
-def intact_pack(values: Sequence) -> Pack | None:
-    """The pack of an ended recording that ``values`` are all the members of, in order, with its buffers still
-    unsplit; else None. (Optimizer states a step returned packed, handed back to the next step.)"""
-    first = values[0] if values else None
-    packed = first._packed if type(first) is LazyArray else None
-    if packed is None:
-        return None
-    pack = packed.pack
-    if pack.buffers is None or len(values) != len(pack.avals) or not pack.tape.released:
-        return None
-    for index, value in enumerate(values):
-        if type(value) is not LazyArray or value._value is not None:
-            return None
-        ref = value._packed
-        if ref is None or ref.pack is not pack or ref.index != index:
-            return None
-    return pack
 
 
 def is_member(value: Any) -> bool:

@@ -19,7 +19,6 @@ from .._state_lock import state_lock
 from ..errors import AutogradError
 from . import programs
 from .effects import Cell, Effects, Pack, PackRef, pack_layout, resolve
-from .groups import StateGroup
 from .programs import ProgramKey, Stats
 from .recording import GradSpec, Recording, RegionSpec, out_avals, params_key
 from .slots import SlotRegistry
@@ -242,24 +241,15 @@ class Tape:
         if (len(weight_slots) != len(weights) or None in weight_slots
                 or not all([a is b for a, b in zip(slots.values_of(weight_slots), weights)])):
             weight_slots = slots.slots_of(weights, False, self)
-        group = StateGroup.of(states)
-        if group is None:
-            state_slots = slots.inputs(states, findable=False)
-            state_slots = list(state_slots) if state_slots is not None else slots.slots_of(states, False, self)
-        else:
-            state_slots = group.stage_inputs(self)
+        state_slots = slots.inputs(states, findable=False)
+        state_slots = list(state_slots) if state_slots is not None else slots.slots_of(states, False, self)
         grad_slots = self.own_slots(grads)
         if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
             grad_slots = slots.slots_of([resolve(g) for g in grads], True, self)
         in_slots = weight_slots + grad_slots + state_slots + slots.slots_of(extras, True, self)
         results = self.add("call", update, None, in_slots, out_avals, ("call", "update", key), slots_only=True)
-        if group is None:
-            self.effects.write_group(Cell("update", owner), results, store, holders=1,
-                                     replaced_slots=weight_slots + state_slots)
-        else:
-            results, store, replaced = group.stage_outputs(self, results, len(weights), store)
-            self.effects.write_group(Cell("update", owner), results, store, holders=1,
-                                     replaced_slots=weight_slots + replaced)
+        self.effects.write_group(Cell("update", owner), results, store, holders=1,
+                                 replaced_slots=weight_slots + state_slots)
         if drop_grads:
             self.effects.drop_packed(drop_grads, drop_reason)
         weights.clear()

@@ -27,7 +27,6 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .. import _lazy
 from ..distributed.placement import parameter_sharding
 from ..serialization import FormatError
 from .checkpoint_backend import Backend, check_file_entry
@@ -109,8 +108,6 @@ class OrbaxBackend(Backend):
             states, entries = [], []
             for param in trainer._params:
                 state = trainer._states.get(param)
-                if state is not None:  # states the last step returned as a group are split into arrays
-                    state = tuple(map(_lazy.concrete, state))
                 entries.append({"name": trainer._names[param],
                                 "leaves": None if state is None else [_array_entry(str(j), leaf)
                                                                       for j, leaf in enumerate(state)]})
