@@ -100,19 +100,22 @@ def _block_key(block: Any, seen: dict) -> Hashable | None:
         if key is None:
             return None
         attributes.append((name, key))
-    param_keys = []
-    for name, param in params.items():
-        key = _param_key(param, seen)
+    param_keys = _named_keys(params, _param_key, seen)
+    child_keys = _named_keys(children, _block_key, seen) if param_keys is not None else None
+    if child_keys is None:
+        return None
+    return (type(block), tuple(attributes), param_keys, child_keys)
+
+
+def _named_keys(named: dict, key_of: Any, seen: dict) -> tuple | None:
+    """``((name, key_of(value, seen)), ...)`` in ``named``'s order, or None when one value has no key."""
+    keys = []
+    for name, value in named.items():
+        key = key_of(value, seen)
         if key is None:
             return None
-        param_keys.append((name, key))
-    child_keys = []
-    for name, child in children.items():
-        key = _block_key(child, seen)
-        if key is None:
-            return None
-        child_keys.append((name, key))
-    return (type(block), tuple(attributes), tuple(param_keys), tuple(child_keys))
+        keys.append((name, key))
+    return tuple(keys)
 
 
 def structure_key(block: Any) -> Hashable | None:
