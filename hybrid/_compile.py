@@ -28,6 +28,7 @@ from . import _context, _functional, _lazy, compile_log
 from . import _memory_report as memory_report
 from .graph.target import compiler_options
 from ._watch import watch
+from .parameter import assign_all, data_of
 from ._cells import DATA, GRAD
 from ._cached_op import _TRACER_ERRORS, ArgSpec, signature
 from .graph import precision
@@ -40,37 +41,63 @@ LIVE_STEPS: "weakref.WeakSet[CompiledStep]" = weakref.WeakSet()  # for inspect.c
 
 
 class _Program:
-    """One traced step for one input signature."""
+    """One traced step for one input signature.
+
+    Its state inputs and writes are cells in the order the program takes them, those of parameter
+    data first: these are read and written for all parameters at once (``data_of``/``assign_all``),
+    the other cells one getter or setter each.
+    """
 
     def __init__(self, jitted: Callable, donated: list, kept: list, host: list, written: list,
                  info: dict, fresh: dict, dropped: list):
         self.jitted = jitted
-        self.donated_getters = [getter for _, getter in donated]
-        self.kept_getters = [getter for _, getter in kept]
+        self.donated_params, self.donated_getters = _split_data_cells(donated)
+        self.kept_params, self.kept_getters = _split_data_cells(kept)
         self.host_computes = [compute for compute, _, _ in host]
-        self.setters = [setter for _, (_, setter) in written]
+        self.written_params, setters = _split_data_cells(written)
+        self.setters = [setter for _, setter in setters]
         self.info = info  # the output structure is recorded here when the program is first traced
         self.fresh = list(fresh.items())
         self.dropped = dropped
         self.signature = ""  # the input signature as text, for log lines
         self.memory: list = []  # its record in the memory report, made at the first run
 
+    def state_inputs(self) -> tuple[list, list, list]:
+        """The program's inputs besides the step's arguments: the donated cells' values, the kept
+        cells' values and the host values, read now."""
+        donated = data_of(self.donated_params)
+        donated += [getter() for getter in self.donated_getters]
+        kept = data_of(self.kept_params)
+        kept += [getter() for getter in self.kept_getters]
+        return donated, kept, [compute() for compute in self.host_computes]
+
     def run(self, arrays: list) -> Any:
-        donated = [getter() for getter in self.donated_getters]
-        kept = [getter() for getter in self.kept_getters]
-        host = [compute() for compute in self.host_computes]
+        donated, kept, host = self.state_inputs()
         if self.memory:
             self.memory[0].note_run()
         else:
             memory_report.track("compiled step", self.jitted, (donated, kept, arrays, host), self.memory)
         outputs, writes = self.jitted(donated, kept, arrays, host)
-        for setter, value in zip(self.setters, writes):
+        n = len(self.written_params)
+        assign_all(self.written_params, writes[:n])
+        for setter, value in zip(self.setters, writes[n:]):
             setter(value)
         for param, fresh in self.fresh:
             param.grad_state.fresh = fresh
         for param in self.dropped:
             param.grad_state.drop()
         return jax.tree_util.tree_unflatten(self.info["out_tree"], outputs)
+
+
+def _data_first(cells: list) -> list:
+    """``(cell key, x)`` pairs with the parameters' data cells first (a stable order otherwise)."""
+    return sorted(cells, key=lambda item: item[0].kind != DATA)
+
+
+def _split_data_cells(cells: list) -> tuple[list, list]:
+    """The parameters of the leading data cells of ``(cell key, x)`` pairs, and the ``x`` of the rest."""
+    n = next((i for i, (key, _) in enumerate(cells) if key.kind != DATA), len(cells))
+    return [key.owner for key, _ in cells[:n]], [x for _, x in cells[n:]]
 
 
 class CompiledStep:
@@ -164,11 +191,11 @@ class CompiledStep:
         written = [(k, v) for k, v in frame.setters.items() if self._keep_grads or not _dropped_grad(k)]
         dropped = [k.owner for k in frame.setters if not self._keep_grads and _dropped_grad(k)]
         written_keys = {k for k, _ in written}
-        donated = [(k, g) for k, g in cells.items() if self._donate and k in written_keys]
-        kept = [(k, g) for k, g in cells.items() if not (self._donate and k in written_keys)]
+        donated = _data_first([(k, g) for k, g in cells.items() if self._donate and k in written_keys])
+        kept = _data_first([(k, g) for k, g in cells.items() if not (self._donate and k in written_keys)])
         # outputs in the order of the donated inputs, so that each new value reuses its old buffer
         rank = {k: i for i, (k, _) in enumerate(donated)}
-        written.sort(key=lambda item: rank.get(item[0], len(rank)))
+        written.sort(key=lambda item: (rank.get(item[0], len(rank)), item[0].kind != DATA))
         final_info = {"written": [k for k, _ in written]}
         traced = self._trace(spec, arrays, [k for k, _ in donated] + [k for k, _ in kept], list(host), final_info)
 

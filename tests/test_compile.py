@@ -127,9 +127,7 @@ def test_whole_step_is_one_program(batch):
     fast(x, y)
     (program,) = fast._programs.values()
     assert program.jitted._cache_size() == 1
-    donated = [g() for g in program.donated_getters]
-    kept = [g() for g in program.kept_getters]
-    host = [c() for c in program.host_computes]
+    donated, kept, host = program.state_inputs()
     text = program.jitted.lower(donated, kept, [jnp.asarray(x), jnp.asarray(y)], host).as_text()
     assert text.count("func.func public @main") == 1
     assert "dot_general" in text  # forward, backward and update are all inside it

@@ -38,8 +38,8 @@ def single_device_reference():
 def partitioned_text(step_fn, x, y):
     """The HLO of a hybrid.compile step's one program after XLA's SPMD partitioning."""
     (program,) = step_fn._programs.values()
-    args = ([g() for g in program.donated_getters], [g() for g in program.kept_getters], [x, y],
-            [c() for c in program.host_computes])
+    donated, kept, host = program.state_inputs()
+    args = (donated, kept, [x, y], host)
     return program.jitted.lower(*args).compile().as_text()
 
 
