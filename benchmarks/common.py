@@ -78,7 +78,7 @@ def sgd_step(net, compiled: bool = True, **placement) -> tuple[Callable, object]
 def capture_recorded_program(run: Callable[[], object]) -> tuple[Callable, list, list]:
     """The recorded program that ``run()`` (one step of a recorded training loop) runs last, with copies
     of the arrays it donated and the arrays it kept: ``program(donated, kept)`` runs it again."""
-    from hybrid import _lazy
+    from hybrid._core import lazy as _lazy
     captured = {}
     original = _lazy.Tape._run
 

@@ -8,14 +8,14 @@ from . import autograd, data, errors, graph, init, loss, lr_scheduler, metric, n
 from . import rnn
 from . import distributed
 from .block import Block, HybridBlock
-from ._compile import CompiledStep, compile
+from ._core.compile import CompiledStep, compile
 from . import export
 from .export import SymbolBlock
-from ._inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
+from ._core.inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
 from .compile_log import set_verbosity
 from .compilation_cache import get_compilation_cache, set_compilation_cache
 from .graph.memory.remat import RematPlan
-from ._memory_report import MemoryReport, ProgramMemory, memory_report, reset_memory_report
+from ._core.memory_report import MemoryReport, ProgramMemory, memory_report, reset_memory_report
 from .parameter import Constant, Parameter, ParameterDict
 from .trainer import Trainer
 from . import model_zoo

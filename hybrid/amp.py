@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _context, _lazy, _scopes
-from ._cells import LOSS_SCALER, Cell
+from ._core import context as _context, lazy as _lazy, scopes as _scopes
+from ._core.cells import LOSS_SCALER, Cell
 from .block import HybridBlock
 from .graph import precision
 from .trainer import Trainer

@@ -1,7 +1,7 @@
 """Imperative autograd: record/pause scopes, backward and grad, and Function (a hand-written backward).
 
 Inside ``record()`` every JAX operation on recorded values is staged on a tape (see
-:mod:`hybrid._lazy`): block calls, ``jax.numpy``/``jax.nn``/``jax.lax`` functions, Python
+:mod:`hybrid._core.lazy`): block calls, ``jax.numpy``/``jax.nn``/``jax.lax`` functions, Python
 operators, indexing, and values read from ``p.data()``. The results look and behave like
 ordinary arrays; their data is computed when Python needs it, or at ``trainer.step``, which
 runs forward, loss, backward and update as one compiled program. ``backward(heads)`` stages
@@ -16,8 +16,8 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from . import _context, _functional, _lazy, _scopes
-from ._custom_function import Function
+from ._core import context as _context, functional as _functional, lazy as _lazy, scopes as _scopes
+from ._core.custom_function import Function
 from .errors import AutogradError
 from .parameter import Parameter, set_grads, unique_params
 
@@ -192,7 +192,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 
 
 class _GradWrite:
-    """The gradients of one ``backward``, stored as the current mode says (:meth:`hybrid._modes.Mode.store_grads`)."""
+    """The gradients of one ``backward``, stored as the current mode says (:meth:`hybrid._core.modes.Mode.store_grads`)."""
 
     __slots__ = ("tape", "heads", "head_grads", "params", "requests", "wrt")
 

@@ -16,10 +16,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _cached_op, _context, _functional, _gluon1, _lazy, _state, _structure, autograd
+from ._core import (
+    cached_op as _cached_op,
+    context as _context,
+    functional as _functional,
+    gluon1 as _gluon1,
+    lazy as _lazy,
+    state as _state,
+    structure as _structure,
+)
+from . import autograd
 from . import init as _init
-from ._cells import ATTRIBUTE, Cell
-from ._watch import Watched
+from ._core.cells import ATTRIBUTE, Cell
+from ._core.watch import Watched
 from .interop.arrays import convert_inputs, needs_conversion
 from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
 from .graph.memory.remat import check_spec as check_remat
@@ -636,7 +645,7 @@ class Block(Watched, metaclass=_BlockMeta):
     def _dispatch(self, args: tuple, kwargs: dict) -> Any:
         return _context.stack.top.mode.call_block(self, args, kwargs)
 
-    # -- what the modes call (hybrid._modes) --
+    # -- what the modes call (hybrid._core.modes) --
     def _uses_compiled(self) -> bool:
         """Whether a call runs the compiled forward (hybridized, and not inside ``eager_only``)."""
         return (self._active or self._runs_compiled()) and not _context.current().eager_only
@@ -909,7 +918,7 @@ class HybridBlock(Block):
 
     def infer_shape(self, *args: Any, **kwargs: Any) -> None:
         """Fill in unknown parameter shapes from the first inputs. For a ``hybrid_forward`` block: from
-        the operators its parameters are passed to (see :mod:`hybrid._gluon1`); layers override it."""
+        the operators its parameters are passed to (see :mod:`hybrid._core.gluon1`); layers override it."""
         if not self._gluon1:
             return super().infer_shape(*args, **kwargs)
         _gluon1.infer_shapes(self, args, kwargs)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from . import _context, _lazy
+from ._core import context as _context, lazy as _lazy
 
 __all__ = ["EvalMetric", "Accuracy", "TopKAccuracy", "F1", "MAE", "MSE", "RMSE", "CrossEntropy", "Perplexity",
            "Loss", "CompositeEvalMetric", "CustomMetric", "create", "register"]

@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _context, _functional, _lazy
+from ._core import context as _context, functional as _functional, lazy as _lazy
 from . import init as _init
-from ._cells import DATA, GRAD, Cell
-from ._state_lock import state_lock
-from ._watch import Watched
+from ._core.cells import DATA, GRAD, Cell
+from ._core.state_lock import state_lock
+from ._core.watch import Watched
 from .errors import DeferredInitializationError, ShapeError, UninitializedParameterError
 
 __all__ = ["Parameter", "Constant", "ParameterDict"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import jax
 
-from . import _context
-from ._stream import base_key, get_state, next_counter, next_key_eager, numpy_rng, seed, set_state  # noqa: F401
+from ._core import context as _context
+from ._core.stream import base_key, get_state, next_counter, next_key_eager, numpy_rng, seed, set_state  # noqa: F401
 
 
 def next_key() -> jax.Array:

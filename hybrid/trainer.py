@@ -13,15 +13,15 @@ import jax.numpy as jnp
 from jax.extend import core as jax_core
 import numpy as np
 
-from . import _cells, _compat, _context, _functional
-from ._cells import Cell
+from ._core import cells as _cells, compat as _compat, context as _context, functional as _functional
+from ._core.cells import Cell
 from . import optimizer as _opt
 from . import serialization
 from .distributed.mesh import make_mesh
 from .distributed.placement import Placement, ShardingRules
 from .errors import StaleGradientError
-from ._state_lock import state_lock
-from ._watch import watch
+from ._core.state_lock import state_lock
+from ._core.watch import watch
 from .parameter import Parameter, assign_all, consume_grads, data_of, open_recording, unique_params
 
 __all__ = ["Trainer"]
@@ -196,7 +196,7 @@ class Trainer:
         run at once on gradients that are arrays."""
         grads = [p.grad_state.value for p in active]
         recording = open_recording(grads)
-        with state_lock:  # see hybrid._state_lock
+        with state_lock:  # see hybrid._core.state_lock
             if recording is not None:
                 self._update_recorded(recording, program, active, grads, rescale)
             else:

@@ -1,4 +1,4 @@
-"""``autograd.Function``: a custom forward and backward, in every mode (hybrid/_custom_function.py).
+"""``autograd.Function``: a custom forward and backward, in every mode (hybrid/_core/custom_function.py).
 
 Every expected gradient is ``jax.grad`` of the same math written in plain JAX, or a hand-computed value.
 The straight-through rounding below has a custom gradient (1) that differs from the true one (0): it shows

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import Trainer, _cached_op, _lazy, autograd, compile_log, loss, nn
+from hybrid import Trainer, autograd, compile_log, loss, nn
+from hybrid._core import cached_op as _cached_op, lazy as _lazy
 
 
 @pytest.fixture

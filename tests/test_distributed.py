@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, PartitionSpec as P
 
-from hybrid import _functional, autograd, distributed, nn, utils
+from hybrid._core import functional as _functional
+from hybrid import autograd, distributed, nn, utils
 
 from conftest import assert_close
 

@@ -92,7 +92,8 @@ def test_training_updates_reach_hoisted_inference(rng):
 def test_inference_between_training_steps_keeps_the_step_program():
     """The hoisted inference cache does not hold the parameter arrays, so the next training step
     still reuses their buffers and runs the program it compiled before (no new compile)."""
-    from hybrid import Trainer, _lazy, autograd, loss
+    from hybrid import Trainer, autograd, loss
+    from hybrid._core import lazy as _lazy
     net = nn.HybridSequential()
     net.add(nn.Conv2D(4, 3, in_channels=2), nn.BatchNorm(in_channels=4), nn.Activation("relu"), nn.Flatten(),
             nn.Dense(3))

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import Block, HybridBlock, Parameter, _cached_op, autograd, init, nn
+from hybrid import Block, HybridBlock, Parameter, autograd, init, nn
+from hybrid._core import cached_op as _cached_op
 from hybrid.errors import HybridizeError
 
 from conftest import assert_close

@@ -5,7 +5,8 @@ import warnings
 import pytest
 
 import hybrid
-from hybrid import _compat, nn, optimizer
+from hybrid._core import compat as _compat
+from hybrid import nn, optimizer
 
 
 @pytest.fixture(autouse=True)

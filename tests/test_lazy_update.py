@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hybrid import _lazy, autograd
+from hybrid._core import lazy as _lazy
+from hybrid import autograd
 from hybrid.errors import AutogradError
 
 

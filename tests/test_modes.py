@@ -18,19 +18,20 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import _cells, _context, _lazy, _modes, autograd, nn
+from hybrid._core import cells as _cells, context as _context, lazy as _lazy, modes as _modes
+from hybrid import autograd, nn
 from hybrid.graph import precision
 
 ROOT = pathlib.Path(hybrid.__file__).resolve().parent
 
 # the modules that define the modes and the scopes that switch them
-MODE_MODULES = {"_modes.py", "_context.py", "_functional.py", "_scopes.py"}
+MODE_MODULES = {"_core/modes.py", "_core/context.py", "_core/functional.py", "_core/scopes.py"}
 MODE_ATTRIBUTES = {"recording", "frame", "tape", "compile_frame", "whole_step", "inline_hybridized"}
 
 # what may still read the mode, and why
 ALLOWED = {
     ("autograd.py", "is_recording"),          # the public question itself
-    ("_compile.py", "CompiledStep.__call__"),  # recording is part of a compiled step's cache key
+    ("_core/compile.py", "CompiledStep.__call__"),  # recording is part of a compiled step's cache key
     ("block.py", "Block._run_forward"),       # a traced block names its scope in the graph
     ("block.py", "Block._located_error"),     # errors of Python control flow, while tracing
     ("export/symbol_block.py", "draw_rng"),   # the key inputs of an imported graph
@@ -51,7 +52,7 @@ def mode_reading_sites(root: pathlib.Path) -> set[tuple[str, str]]:
     sites = set()
     for path in root.rglob("*.py"):
         rel = path.relative_to(root).as_posix()
-        if rel in MODE_MODULES or rel.startswith("_lazy/"):
+        if rel in MODE_MODULES or rel.startswith("_core/lazy/"):
             continue
         tree = ast.parse(path.read_text(), rel)
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import HybridBlock, Parameter, Trainer, _cached_op, autograd, init, loss, nn
+from hybrid import HybridBlock, Parameter, Trainer, autograd, init, loss, nn
+from hybrid._core import cached_op as _cached_op
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 

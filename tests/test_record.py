@@ -1,4 +1,4 @@
-"""Recording everything inside ``autograd.record()`` (hybrid/_lazy.py).
+"""Recording everything inside ``autograd.record()`` (hybrid/_core/lazy/).
 
 Every expected value is computed with plain JAX (``jax.grad`` of the same math written
 with the parameter values read from ``p.data()``) or NumPy, never with hybrid itself.
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import Block, HybridBlock, Parameter, Trainer, _lazy, autograd, init, loss, nn
+from hybrid import Block, HybridBlock, Parameter, Trainer, autograd, init, loss, nn
+from hybrid._core import lazy as _lazy
 from hybrid.errors import AutogradError
 
 from conftest import assert_close
@@ -105,7 +106,7 @@ def test_backward_equals_jax_grad(case, hybridize, data):
     vals = values_of(net)
     with autograd.record():
         head = head_fn(net, x, y, t)
-        assert isinstance(head, hybrid._lazy.LazyArray)
+        assert isinstance(head, hybrid._core.lazy.LazyArray)
     autograd.backward(head)
     expected_value = ref_fn(vals, x, y, t)
     assert_close(jnp.sum(head), expected_value, **TOL)
@@ -679,11 +680,11 @@ def test_stop_gradient_detaches(hybridize, data):
 # -- 10. supported JAX versions ------------------------------------------------------------------
 def test_check_jax_version():
     with pytest.raises(ImportError):
-        hybrid._lazy.check_jax_version("0.5.0")
+        hybrid._core.lazy.check_jax_version("0.5.0")
     with pytest.raises(ImportError):
-        hybrid._lazy.check_jax_version("99.0.0")
-    hybrid._lazy.check_jax_version(jax.__version__)
-    hybrid._lazy.check_jax_version()
+        hybrid._core.lazy.check_jax_version("99.0.0")
+    hybrid._core.lazy.check_jax_version(jax.__version__)
+    hybrid._core.lazy.check_jax_version()
 
 
 def test_structural_change_releases_the_programs_that_used_the_block():

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid import HybridBlock, Parameter, Trainer, _lazy, autograd, init, nn, optimizer
+from hybrid import HybridBlock, Parameter, Trainer, autograd, init, nn, optimizer
+from hybrid._core import lazy as _lazy
 from hybrid.errors import StaleGradientError
 
 from conftest import assert_close

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import jax
 import numpy as np
 
-from .. import _compat
+from .._core import compat as _compat
 from .. import random as _random
 from . import _shared_batches, _worker
 from ..errors import WorkerError

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .. import _functional, _lazy
+from .._core import functional as _functional, lazy as _lazy
 from ..parameter import Parameter
 from .mesh import DATA_AXIS
 

@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from .. import _functional, autograd
+from .._core import functional as _functional
+from .. import autograd
 from ..serialization import FormatError, atomic_write, read_limited
 from .jsonfile import sha256_hex
 

@@ -19,8 +19,9 @@ import numpy as np
 from jax import lax
 from jax.extend import core as jcore
 
-from .. import _lazy, autograd
-from .._cached_op import data_input_names
+from .._core import lazy as _lazy
+from .. import autograd
+from .._core.cached_op import data_input_names
 from ..serialization import atomic_write
 from .errors import ExportError
 

@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _functional, autograd
+from .._core import functional as _functional
+from .. import autograd
 from .. import random as _random
 from ..block import HybridBlock
 from ..errors import ShapeError

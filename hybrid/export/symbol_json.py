@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from .. import autograd, serialization
-from .._cached_op import data_input_names, trace_block
+from .._core.cached_op import data_input_names, trace_block
 from ..graph.ir import Node
 from . import codec
 from .errors import ExportError, FormatError

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 import jax.numpy as jnp
 
-from .. import _context
+from .._core import context as _context
 
 __all__ = ["Policy", "current", "set_global", "use", "floating_to", "PRECISIONS"]
 

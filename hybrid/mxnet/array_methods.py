@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import jax
 
-from .._lazy import ArrayImpl, Tracer
+from .._core.lazy import ArrayImpl, Tracer
 
 __all__ = ["ArrayMethodError", "enable", "disable", "enabled", "OPERATOR_METHODS", "UNAVAILABLE"]
 

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _compat, autograd
+from .._core import compat as _compat
+from .. import autograd
 from .. import random as _random
 from ..block import Block, HybridBlock
 from ..errors import ShapeError

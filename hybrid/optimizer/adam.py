@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .adamw import check_betas
-from .. import _compat
+from .._core import compat as _compat
 from .optimizer import Optimizer, register
 
 __all__ = ["Adam"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .. import _compat
+from .._core import compat as _compat
 from .optimizer import Optimizer, register
 
 __all__ = ["SGD"]

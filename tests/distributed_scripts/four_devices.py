@@ -16,7 +16,8 @@ import numpy as np  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import hybrid  # noqa: E402
-from hybrid import _functional, autograd, distributed, nn, utils  # noqa: E402
+from hybrid._core import functional as _functional  # noqa: E402
+from hybrid import autograd, distributed, nn, utils  # noqa: E402
 from workload import (BATCH, FEATURES, batches, build_net, make_trainer, numpy_batch_norm, params_of,  # noqa: E402
                       train)
 

@@ -9,7 +9,7 @@
         return loss
 
 The step is traced with every piece of state it touches virtualised (see
-:class:`hybrid._functional.CompileFrame`): parameter data, gradients, optimizer
+:class:`hybrid._core.functional.CompileFrame`): parameter data, gradients, optimizer
 states, BatchNorm statistics. Tracing runs until the set of touched state is
 stable; the state then becomes inputs and outputs of one jitted program whose
 updated buffers are donated. Each call gathers the current state, computes
@@ -24,15 +24,16 @@ from typing import Any, Callable
 
 import jax
 
-from . import _context, _functional, _lazy, compile_log
-from . import _memory_report as memory_report
-from .graph.target import compiler_options
-from ._watch import watch
-from .parameter import assign_all, data_of
-from ._cells import DATA, GRAD
-from ._cached_op import _TRACER_ERRORS, ArgSpec, signature
-from .graph import precision
-from .errors import CompileError
+from . import context as _context, functional as _functional, lazy as _lazy
+from .. import compile_log
+from . import memory_report as memory_report
+from ..graph.target import compiler_options
+from .watch import watch
+from ..parameter import assign_all, data_of
+from .cells import DATA, GRAD
+from .cached_op import _TRACER_ERRORS, ArgSpec, signature
+from ..graph import precision
+from ..errors import CompileError
 
 __all__ = ["compile", "CompiledStep"]
 

@@ -8,7 +8,7 @@ test which mode it is. The modes:
   forward) at once, keys come from the global stream, state is written where it lives;
 - :class:`RecordingMode` (inside ``autograd.record()``): the same, with every operation staged on the
   tape; :class:`FrameRecordingMode` records over a frame instead of over the eager mode;
-- the frames of :mod:`hybrid._functional` (a hybridize trace, ``Block.apply``, a block inside a JAX
+- the frames of :mod:`hybrid._core.functional` (a hybridize trace, ``Block.apply``, a block inside a JAX
   transformation, a ``hybrid.compile`` step, shape inference): parameters, keys and writes belong to
   the functional run; the whole-step frame answers the state cells.
 
@@ -22,9 +22,9 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from . import _lazy, _stream
-from ._cells import Cell
-from ._state_lock import state_lock
+from . import lazy as _lazy, stream as _stream
+from .cells import Cell
+from .state_lock import state_lock
 
 __all__ = ["Mode", "EagerMode", "RecordingMode", "FrameRecordingMode", "EAGER", "holds_tracers", "call_depth"]
 
@@ -53,7 +53,7 @@ class Mode:
     # -- parameters ------------------------------------------------------------------
     def read_param(self, param: Any) -> jax.Array:
         """``param.data()``. Raises the parameter's error when it holds no data."""
-        with state_lock:  # see hybrid._state_lock: the array read is the one a recording holds
+        with state_lock:  # see hybrid._core.state_lock: the array read is the one a recording holds
             value = param.own_data
             if value is None:
                 raise param.no_data_error()

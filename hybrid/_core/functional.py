@@ -2,7 +2,7 @@
 
 A :class:`Frame` maps Parameters to the arrays that stand for them (tracers
 while a graph is traced, concrete arrays under eager autodiff).  While a frame
-is active it is the context's mode (see :mod:`hybrid._modes`): ``Parameter.data()``
+is active it is the context's mode (see :mod:`hybrid._core.modes`): ``Parameter.data()``
 reads from it, ``Parameter.set_data()`` writes to it, and ``hybrid.random.next_key()``
 draws from the frame's key.  This is the one place where the object world (mutable
 Parameters) meets the functional world (arrays in, arrays out).
@@ -18,17 +18,17 @@ import numpy as np
 
 from jax.experimental import io_callback
 
-from . import _cells, _context, _modes
-from ._cells import Cell
-from ._modes import holds_tracers  # noqa: F401 - also reached as _functional.holds_tracers
-from ._scopes import no_frame  # noqa: F401 - also reached as _functional.no_frame
-from .errors import TransformStateError
-from ._state_lock import state_lock
+from . import cells as _cells, context as _context, modes as _modes
+from .cells import Cell
+from .modes import holds_tracers  # noqa: F401 - also reached as _functional.holds_tracers
+from .scopes import no_frame  # noqa: F401 - also reached as _functional.no_frame
+from ..errors import TransformStateError
+from .state_lock import state_lock
 
 
 class Frame(_modes.Mode):
     """Parameter values, state updates and randomness of one functional run: the mode of a context
-    with a frame (see :mod:`hybrid._modes`).
+    with a frame (see :mod:`hybrid._core.modes`).
 
     ``key`` is None (draw from the global stream), a key, or ``(base_key, counter)``.
     In a plain Frame hybridized children call their compiled graph; in a
@@ -97,7 +97,7 @@ class Frame(_modes.Mode):
         if self.key is None:
             if self.parent is not None:
                 return self.parent.next_key()
-            from . import random as _random
+            from .. import random as _random
             self.key = _random.next_key_eager()
         self.key_count += 1
         return jax.random.fold_in(self.key, self.key_count)
@@ -105,7 +105,7 @@ class Frame(_modes.Mode):
     def deferred_init(self, block: Any) -> None:
         """``block`` is about to initialise parameters whose shapes waited for this call."""
 
-    # -- the mode's answers (hybrid._modes.Mode) --
+    # -- the mode's answers (hybrid._core.modes.Mode) --
     def read_param(self, param) -> Any:
         with state_lock:
             value = self.lookup(param)
@@ -260,7 +260,7 @@ class CompileFrame(Frame):
 
     def next_key(self) -> jax.Array:
         if self.key is None:
-            from . import random as _random
+            from .. import random as _random
             base = self.host_input(Cell(_cells.RNG_BASE), _random.base_key, (), _random.base_key().dtype)
             counter = self.host_input(Cell(_cells.RNG_COUNTER), _random.next_counter, (), jnp.uint32)
             self.key = jax.random.fold_in(base, counter)

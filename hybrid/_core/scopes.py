@@ -1,7 +1,7 @@
 """Scopes that change how code runs, with JAX's trace state kept in step with the context.
 
 Every change of recording goes through here: entering or leaving a recording sets the context's
-``recording``/``tape`` (hence its mode, :mod:`hybrid._modes`) and JAX's current trace together.
+``recording``/``tape`` (hence its mode, :mod:`hybrid._core.modes`) and JAX's current trace together.
 Kept apart from ``_functional`` (the frames) so that ``random`` can step out of a trace without
 importing the frames.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from . import _context, _lazy
+from . import context as _context, lazy as _lazy
 
 __all__ = ["no_frame", "recording_on", "ModeScope", "set_recording"]
 

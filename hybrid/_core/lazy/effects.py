@@ -9,8 +9,8 @@ import numpy as np
 from jax._src import core
 from jax._src.array import ArrayImpl
 
-from .._cells import Cell  # what a pending write stores into; two writes to one cell: the later one wins
-from ..errors import AutogradError
+from ..cells import Cell  # what a pending write stores into; two writes to one cell: the later one wins
+from ...errors import AutogradError
 from .slots import SlotRegistry
 from .trace import LazyArray
 

@@ -14,9 +14,10 @@ from typing import Any, Callable, Sequence
 from jax._src import core
 from jax._src import linear_util as lu
 
-from .. import _memory_report as memory_report, compile_log
-from .._state_lock import state_lock
-from ..errors import AutogradError
+from .. import memory_report as memory_report
+from ... import compile_log
+from ..state_lock import state_lock
+from ...errors import AutogradError
 from . import programs
 from .effects import Cell, Effects, Pack, PackRef, pack_layout, resolve
 from .programs import ProgramKey, Stats

@@ -20,7 +20,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from ._lazy import LazyArray
+from .lazy import LazyArray
 
 __all__ = ["structure_key", "paths_of", "block_at", "deferred_leaf", "Paths"]
 
@@ -130,7 +130,7 @@ def deferred_leaf(block: Any) -> bool:
     """Whether ``block`` has parameters waiting for their shapes, all of them its own (not its
     children's), and infers them from its inputs by a method of its own (so they can be initialised
     before tracing, as the trace would)."""
-    from .block import Block, HybridBlock
+    from ..block import Block, HybridBlock
     if not any(p.is_deferred for p in block.__dict__.get("_reg_params", {}).values()):
         return False
     method = type(block).infer_shape

@@ -10,7 +10,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 from jax._src import linear_util as lu
 
-from ..graph.target import compiler_options
+from ...graph.target import compiler_options
 from .recording import Node
 
 log = logging.getLogger("hybrid.lazy")

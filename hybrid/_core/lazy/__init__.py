@@ -25,9 +25,22 @@ Modules, each with one job:
 from .effects import PACK_BELOW_BYTES, Cell, PackRef, is_member, pack_of, resolve
 from .programs import _LAST_RUN, _PROGRAMS, MAX_PROGRAMS, Stats, cached_programs, forget_token
 from .tape import Tape, open_tape
-from .trace import (SUPPORTED_JAX, ArrayImpl, LazyArray, LazyTrace, Tracer, check_jax_version, concrete,
-                    current_trace, eval_trace, parent_trace, recording_trace, set_trace, staged_out,
-                    under_transform)
+from .trace import (
+    SUPPORTED_JAX,
+    ArrayImpl,
+    LazyArray,
+    LazyTrace,
+    Tracer,
+    check_jax_version,
+    concrete,
+    current_trace,
+    eval_trace,
+    parent_trace,
+    recording_trace,
+    set_trace,
+    staged_out,
+    under_transform,
+)
 
 __all__ = ["LazyArray", "Tape", "concrete", "resolve", "is_member", "pack_of", "open_tape", "check_jax_version",
            "SUPPORTED_JAX", "Cell", "PackRef", "Stats", "forget_token", "cached_programs", "PACK_BELOW_BYTES",

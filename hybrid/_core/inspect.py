@@ -6,13 +6,14 @@ from typing import Any, Sequence
 
 import jax
 
-from . import _lazy, autograd, compile_log
-from ._cached_op import LIVE_CACHES, CompiledForward, trace_block
-from ._compile import LIVE_STEPS
-from .graph._lower import lower
-from .graph.memory import MemoryPlan, plan_memory, training_graph
-from .graph import Graph, Target, format_stats, resolve_passes, run_passes
-from .graph.pipeline import PassStat
+from . import lazy as _lazy
+from .. import autograd, compile_log
+from .cached_op import LIVE_CACHES, CompiledForward, trace_block
+from .compile import LIVE_STEPS
+from ..graph._lower import lower
+from ..graph.memory import MemoryPlan, plan_memory, training_graph
+from ..graph import Graph, Target, format_stats, resolve_passes, run_passes
+from ..graph.pipeline import PassStat
 
 __all__ = ["inspect", "Inspection", "memory_plan", "CacheEntry", "compile_caches"]
 

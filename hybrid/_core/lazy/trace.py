@@ -172,7 +172,7 @@ class LazyArray(core.Tracer):
 
     def backward(self, out_grad: Any = None, retain_graph: bool = False, train_mode: bool = True) -> None:
         """``autograd.backward(self, out_grad, retain_graph, train_mode)`` (Gluon's ``loss.backward()``)."""
-        from .. import autograd
+        from ... import autograd
         autograd.backward(self, head_grads=None if out_grad is None else [out_grad], retain_graph=retain_graph,
                           train_mode=train_mode)
 

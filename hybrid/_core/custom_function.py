@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._lazy import LazyArray
-from .errors import AutogradError
+from .lazy import LazyArray
+from ..errors import AutogradError
 
 __all__ = ["Function"]
 

@@ -1,6 +1,6 @@
 """The global random stream: one seed and a counter (``hybrid.random`` is its public face).
 
-Kept apart from ``hybrid.random`` so that the eager mode (:mod:`hybrid._modes`) can draw keys
+Kept apart from ``hybrid.random`` so that the eager mode (:mod:`hybrid._core.modes`) can draw keys
 without importing the context that holds it.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import jax
 import numpy as np
 
-from . import _lazy
+from . import lazy as _lazy
 
 __all__ = ["seed", "get_state", "set_state", "next_counter", "base_key", "numpy_rng", "next_key_eager"]
 

@@ -22,20 +22,27 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from . import _cells, _context, _functional, _lazy, _structure, compile_log
-from ._cells import Cell
-from . import random as _random
-from ._state_lock import state_lock
-from ._watch import watch
-from .errors import HybridizeError
-from .graph._lower import lower as lower_graph
-from .graph import hoist, pipeline, precision
-from ._memory_report import xla_bytes
-from .graph.target import compiler_options
-from .graph.ir import Graph
-from .graph.memory import remat
-from .graph._trace import from_jaxpr
-from .parameter import Parameter, data_of, unique_params
+from . import (
+    cells as _cells,
+    context as _context,
+    functional as _functional,
+    lazy as _lazy,
+    structure as _structure,
+)
+from .. import compile_log
+from .cells import Cell
+from .. import random as _random
+from .state_lock import state_lock
+from .watch import watch
+from ..errors import HybridizeError
+from ..graph._lower import lower as lower_graph
+from ..graph import hoist, pipeline, precision
+from .memory_report import xla_bytes
+from ..graph.target import compiler_options
+from ..graph.ir import Graph
+from ..graph.memory import remat
+from ..graph._trace import from_jaxpr
+from ..parameter import Parameter, data_of, unique_params
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                   jax.errors.TracerIntegerConversionError)
@@ -184,7 +191,7 @@ def trace_block(block: Any, args: tuple) -> TraceResult:
 
 
 def _drop_rng_inputs(graph: Graph) -> Graph:
-    from .graph.passes.dce import dce
+    from ..graph.passes.dce import dce
     graph, _ = dce(graph)
     rng_inputs = graph.inputs[-2:]
     used = {v for node in graph.nodes for v in node.inputs} | set(graph.outputs)
@@ -226,7 +233,7 @@ class Program:
     """One traced and optimised forward and its jitted entry points, positional in its parameters.
 
     It holds no block or parameter: :class:`CompiledForward` binds it to the parameters and blocks of
-    one tree, so structurally equal blocks share it (see :mod:`hybrid._structure`). Its ``token``
+    one tree, so structurally equal blocks share it (see :mod:`hybrid._core.structure`). Its ``token``
     names it in recorded programs' keys; they are released when it is."""
 
     def __init__(self, traced: TraceResult, passes: Sequence[str], remat: Any = None):
@@ -420,7 +427,7 @@ class CompiledForward:
         return results[:n_out], results[n_out:]
 
 
-# Programs by structure (see hybrid._structure): a block finds the program of an equal block, alive or
+# Programs by structure (see hybrid._core.structure): a block finds the program of an equal block, alive or
 # made recently (a block created inside every training step finds the previous step's).
 _SHARED: "OrderedDict[tuple, Program]" = OrderedDict()
 MAX_SHARED = 512
@@ -464,10 +471,10 @@ def _release(program: Program, user: "CachedOp") -> None:
 class CachedOp:
     """Per-block cache of compiled forwards, keyed by call signature.
 
-    A forward is looked up by the block's structure first (:mod:`hybrid._structure`): an equal
+    A forward is looked up by the block's structure first (:mod:`hybrid._core.structure`): an equal
     block's program is bound to this block's parameters, so equal blocks trace and compile once.
     It watches the blocks and parameters of its block's tree: a structural change to any of
-    them (see :mod:`hybrid._watch`) clears it, and the next call looks up the new structure."""
+    them (see :mod:`hybrid._core.watch`) clears it, and the next call looks up the new structure."""
 
     def __init__(self, block: Any, passes: Sequence[str], remat: Any = None):
         # weak: the block holds its cache, and a cycle would keep both (and the programs they hold) until
@@ -563,7 +570,7 @@ class CachedOp:
         entry, arrays = self.entry(args)
         return self._run_recorded(entry, arrays, _context.current().mode)
 
-    # -- how each mode runs an entry (hybrid._modes.Mode.run_cached) --
+    # -- how each mode runs an entry (hybrid._core.modes.Mode.run_cached) --
     def _run_eager(self, entry: CompiledForward, arrays: list) -> Any:
         rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
         arrays = [_lazy.concrete(a) for a in entry.with_attributes(arrays)]

@@ -4,13 +4,13 @@ A :class:`Context` holds everything that decides how a block is called, how a pa
 read and written, where gradients go and where random keys come from:
 
 - ``training``: layers behave as in training (dropout on, batch statistics);
-- ``tape``: the :class:`hybrid._lazy.Tape` recording operations (inside ``autograd.record()``), or None;
-- ``frame``: the :class:`hybrid._functional.Frame` of a functional run (a hybridize trace, a
+- ``tape``: the :class:`hybrid._core.lazy.Tape` recording operations (inside ``autograd.record()``), or None;
+- ``frame``: the :class:`hybrid._core.functional.Frame` of a functional run (a hybridize trace, a
   ``value_and_grad``, a ``hybrid.compile`` step), or None when parameters hold their own values;
 - ``eager_only``: hybridized blocks run their Python forward (used by ``Block.summary``);
 - ``precision``: the mixed-precision policy in force (see :mod:`hybrid.graph.precision`);
 - ``mode``: the object that answers how parameters are read and written, blocks called, keys drawn
-  and state written in this context (:mod:`hybrid._modes`); consumers ask it and never test which it is.
+  and state written in this context (:mod:`hybrid._core.modes`); consumers ask it and never test which it is.
 
 Scopes (``record``, ``pause``, ``train_mode``, frames) push a modified copy and pop it on
 exit; nothing else keeps mode state.
@@ -21,7 +21,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ._modes import call_depth, mode_of
+from .modes import call_depth, mode_of
 
 __all__ = ["Context", "current", "scope", "replace_current", "restore", "stack", "call_depth"]
 
@@ -29,7 +29,7 @@ GLOBAL_PRECISION = object()  # precision: the process-wide policy (hybrid.graph.
 
 
 class Context:
-    """The current mode; immutable, replaced by :func:`scope`. ``mode`` (a :class:`hybrid._modes.Mode`)
+    """The current mode; immutable, replaced by :func:`scope`. ``mode`` (a :class:`hybrid._core.modes.Mode`)
     is computed from ``frame``, ``recording`` and ``tape`` when the context is made."""
 
     __slots__ = ("training", "tape", "recording", "frame", "eager_only", "precision", "mode")
