@@ -37,8 +37,5 @@ class SGD(Optimizer):
         if not self.momentum:
             return weight - lr * grad, ()
         mom = self.momentum * state[0] - lr * grad
-        if self.nesterov:
-            return weight + (self.momentum * mom - lr * grad), (mom,)
-        # weight + mom, written so that the new weight does not read the new momentum: XLA:CPU then runs
-        # mlp33's recorded step program in 1.08-1.13x the limit's time instead of 1.17-1.19x (in one process)
-        return (weight + self.momentum * state[0]) - lr * grad, (mom,)
+        step = self.momentum * mom - lr * grad if self.nesterov else mom
+        return weight + step, (mom,)
