@@ -354,7 +354,7 @@ class Trainer:
             def apply(weights, grads, states, lr, rescale):
                 grads = [opt.preprocess(g, rescale) for g in grads]
                 lrs = [(lr * lm).astype(_update_dtype(w)) for w, lm in zip(weights, lr_mults)]
-                wds = [_weight_decay(opt.wd * wm, w) for w, wm in zip(weights, wd_mults)]
+                wds = [jnp.asarray(opt.wd * wm, _update_dtype(w)) for w, wm in zip(weights, wd_mults)]
                 new_weights, new_states = opt.update_all_multi_precision(weights, grads, states, lrs, wds)
                 return ([w2.astype(w.dtype) for w, w2 in zip(weights, new_weights)],
                         [tuple(s2.astype(s1.dtype) for s1, s2 in zip(s, ns)) for s, ns in zip(states, new_states)])
@@ -445,12 +445,6 @@ class Trainer:
 
 _NOT_KEPT = ("the gradient was consumed by trainer.step, which does not keep gradients "
              "(Trainer(..., keep_grads=False)); read it before step, or keep them with keep_grads=True")
-
-
-def _weight_decay(wd: float, weight: jax.Array) -> Any:
-    """``wd`` in ``weight``'s update dtype; the number 0 when there is no decay (see
-    :func:`~hybrid.optimizer.optimizer.plus_weight_decay`)."""
-    return 0.0 if wd == 0 else jnp.asarray(wd, _update_dtype(weight))
 
 
 def _update_dtype(weight: Any) -> Any:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .optimizer import Optimizer, plus_weight_decay, register
+from .optimizer import Optimizer, register
 
 __all__ = ["AdaDelta"]
 
@@ -27,7 +27,7 @@ class AdaDelta(Optimizer):
 
     def update_rule(self, weight, grad, state, lr, wd):
         acc_grad, acc_delta = state
-        grad = plus_weight_decay(grad, weight, wd)
+        grad = grad + wd * weight
         acc_grad = self.rho * acc_grad + (1 - self.rho) * jnp.square(grad)
         delta = jnp.sqrt(acc_delta + self.epsilon) / jnp.sqrt(acc_grad + self.epsilon) * grad
         acc_delta = self.rho * acc_delta + (1 - self.rho) * jnp.square(delta)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .optimizer import Optimizer, _alias, plus_weight_decay, register
+from .optimizer import Optimizer, _alias, register
 
 __all__ = ["AdaGrad"]
 
@@ -26,6 +26,6 @@ class AdaGrad(Optimizer):
         return (jnp.zeros_like(weight),)
 
     def update_rule(self, weight, grad, state, lr, wd):
-        grad = plus_weight_decay(grad, weight, wd)
+        grad = grad + wd * weight
         history = state[0] + jnp.square(grad)
         return weight - lr * grad / (jnp.sqrt(history) + self.epsilon), (history,)

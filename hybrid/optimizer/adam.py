@@ -5,7 +5,7 @@ import jax.numpy as jnp
 
 from .adamw import check_betas
 from .._core import compat as _compat
-from .optimizer import Optimizer, plus_weight_decay, register
+from .optimizer import Optimizer, register
 
 __all__ = ["Adam"]
 
@@ -31,7 +31,7 @@ class Adam(Optimizer):
     def update_rule(self, weight, grad, state, lr, wd):
         mean, var, t = state
         t = t + 1
-        grad = plus_weight_decay(grad, weight, wd)
+        grad = grad + wd * weight
         mean = self.beta1 * mean + (1 - self.beta1) * grad
         var = self.beta2 * var + (1 - self.beta2) * jnp.square(grad)
         tf = t.astype(weight.dtype)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .optimizer import Optimizer, plus_weight_decay, register
+from .optimizer import Optimizer, register
 
 __all__ = ["AdamW", "adam_moments", "check_betas"]
 
@@ -54,4 +54,4 @@ class AdamW(Optimizer):
 
     def update_rule(self, weight, grad, state, lr, wd):
         mean_hat, var_hat, state = adam_moments(grad, state, self.beta1, self.beta2, self.correct_bias)
-        return weight - lr * plus_weight_decay(mean_hat / (jnp.sqrt(var_hat) + self.epsilon), weight, wd), state
+        return weight - lr * (mean_hat / (jnp.sqrt(var_hat) + self.epsilon) + wd * weight), state

@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .adamw import adam_moments, check_betas
-from .optimizer import Optimizer, plus_weight_decay, register
+from .optimizer import Optimizer, register
 
 __all__ = ["LAMB"]
 
@@ -36,7 +36,7 @@ class LAMB(Optimizer):
 
     def update_rule(self, weight, grad, state, lr, wd):
         mean_hat, var_hat, state = adam_moments(grad, state, self.beta1, self.beta2, self.bias_correction)
-        direction = plus_weight_decay(mean_hat / (jnp.sqrt(var_hat) + self.epsilon), weight, wd)
+        direction = mean_hat / (jnp.sqrt(var_hat) + self.epsilon) + wd * weight
         r1 = jnp.linalg.norm(weight)
         if self.lower_bound is not None:
             r1 = jnp.maximum(r1, self.lower_bound)

@@ -5,7 +5,7 @@ from typing import Any
 
 import jax
 
-from .optimizer import Optimizer, plus_weight_decay, register
+from .optimizer import Optimizer, register
 
 __all__ = ["Optax"]
 
@@ -54,7 +54,7 @@ class Optax(Optimizer):
         return self._split(self.transformation.init([weight]), [weight])[0]
 
     def update_all(self, weights, grads, states, lrs, wds):
-        grads = [plus_weight_decay(g, w, wd) for g, w, wd in zip(grads, weights, wds)]
+        grads = [g + wd * w for g, w, wd in zip(grads, weights, wds)]
         updates, full_state = self.transformation.update(grads, self._merge(states, weights), weights)
         new_weights = [w + lr * u.astype(w.dtype) for w, u, lr in zip(weights, updates, lrs)]
         return new_weights, self._split(full_state, weights)

@@ -52,21 +52,6 @@ def _low_precision(dtype: Any) -> bool:
     return jnp.dtype(dtype) in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 
 
-def plus_weight_decay(value: jax.Array, weight: jax.Array, wd: Any) -> jax.Array:
-    """``value + wd * weight``. ``wd`` is an array, or the number 0 for no decay: then ``value`` itself, so
-    that the program has no multiplication by zero (XLA keeps one: ``0 * inf`` is NaN). On mlp33 (SGD with
-    momentum), leaving it out takes ``hybrid.compile``'s step from 1.16-1.19x to 1.04-1.07x of the limit and the
-    recorded step's program from 1.11-1.14x to 1.09x (three interleaved runs in one process)."""
-    if isinstance(wd, (int, float)) and wd == 0:
-        return value
-    return value + wd * weight
-
-
-def _f32(value: Any) -> Any:
-    """A learning rate or weight decay as float32 (a Python number stays one)."""
-    return value if isinstance(value, (int, float)) else jnp.asarray(value, jnp.float32)
-
-
 def _upcast(value: jax.Array) -> jax.Array:
     return value.astype(jnp.float32) if _low_precision(value.dtype) else value
 
@@ -134,9 +119,8 @@ class Optimizer:
         return ()
 
     def update_rule(self, weight: jax.Array, grad: jax.Array, state: tuple, lr: jax.Array,
-                    wd: Any) -> tuple[jax.Array, tuple]:
-        """Pure update of one weight; ``grad`` is already rescaled and clipped; ``wd`` is an array or the
-        number 0 (apply it with :func:`plus_weight_decay`)."""
+                    wd: jax.Array) -> tuple[jax.Array, tuple]:
+        """Pure update of one weight; ``grad`` is already rescaled and clipped."""
         raise NotImplementedError
 
     def update_all(self, weights: list, grads: list, states: list, lrs: list,
@@ -169,10 +153,10 @@ class Optimizer:
             if not _low_precision(weight.dtype):
                 args.append((weight, grad, state, lr, wd))
             elif self.multi_precision:
-                args.append((state[0], grad.astype(f32), tuple(state[1:]), jnp.asarray(lr, f32), _f32(wd)))
+                args.append((state[0], grad.astype(f32), tuple(state[1:]), jnp.asarray(lr, f32), jnp.asarray(wd, f32)))
             else:
                 args.append((weight.astype(f32), grad.astype(f32), tuple(map(_upcast, state)),
-                             jnp.asarray(lr, f32), _f32(wd)))
+                             jnp.asarray(lr, f32), jnp.asarray(wd, f32)))
         new_weights, new_states = self.update_all(*map(list, zip(*args))) if args else ([], [])
         out_weights, out_states = [], []
         for weight, state, new_weight, new_state in zip(weights, states, new_weights, new_states):

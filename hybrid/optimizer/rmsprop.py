@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .optimizer import Optimizer, _alias, plus_weight_decay, register
+from .optimizer import Optimizer, _alias, register
 
 __all__ = ["RMSProp"]
 
@@ -40,7 +40,7 @@ class RMSProp(Optimizer):
         return tuple(jnp.zeros_like(weight) for _ in range(count))
 
     def update_rule(self, weight, grad, state, lr, wd):
-        grad = plus_weight_decay(grad, weight, wd)
+        grad = grad + wd * weight
         var = self.rho * state[0] + (1 - self.rho) * jnp.square(grad)
         if self.centered:
             mean = self.rho * state[1] + (1 - self.rho) * grad

@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .._core import compat as _compat
-from .optimizer import Optimizer, plus_weight_decay, register
+from .optimizer import Optimizer, register
 
 __all__ = ["SGD"]
 
@@ -33,7 +33,7 @@ class SGD(Optimizer):
         return (jnp.zeros_like(weight),) if self.momentum else ()
 
     def update_rule(self, weight, grad, state, lr, wd):
-        grad = plus_weight_decay(grad, weight, wd)
+        grad = grad + wd * weight
         if not self.momentum:
             return weight - lr * grad, ()
         mom = self.momentum * state[0] - lr * grad
