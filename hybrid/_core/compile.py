@@ -26,7 +26,7 @@ import jax
 
 from . import context as _context, functional as _functional, lazy as _lazy
 from .. import compile_log
-from . import memory_report as memory_report
+from . import memory_report
 from ..graph.target import compiler_options
 from .watch import watch
 from ..parameter import assign_all, data_of

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 from jax._src import core
 from jax._src import linear_util as lu
 
-from .. import memory_report as memory_report
+from .. import memory_report
 from ... import compile_log
 from ..state_lock import state_lock
 from ...errors import AutogradError
