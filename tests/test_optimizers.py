@@ -266,3 +266,22 @@ def test_optax_state_is_split_per_parameter_saved_and_skipped(tmp_path):
 def test_optax_rejects_non_transformations():
     with pytest.raises(TypeError, match="Optax: expected an optax GradientTransformation"):
         optimizer.Optax("adam")
+
+
+@pytest.mark.parametrize("lr", [0.1, 0.0])
+def test_sgd_momentum_weight_is_weight_plus_new_momentum_bit_for_bit(lr):
+    """The new weight is ``weight + mom`` exactly, as the same step written plainly computes it."""
+    import jax
+    import jax.numpy as jnp
+    rng = np.random.default_rng(0)
+    w, g, m = (jnp.asarray(rng.standard_normal((8, 5)), jnp.float32) for _ in range(3))
+
+    def plain(w, g, m, lr):
+        mom = 0.9 * m - lr * g
+        return w + mom, mom
+    sgd = optimizer.SGD(momentum=0.9)
+    new_w, (new_m,) = jax.jit(sgd.update_rule)(w, g, (m,), jnp.float32(lr), jnp.float32(0.0))
+    want_w, want_m = jax.jit(plain)(w, g, m, jnp.float32(lr))
+    np.testing.assert_array_equal(new_m, want_m)
+    np.testing.assert_array_equal(new_w, want_w)
+    assert_close(new_w, np.asarray(w) + 0.9 * np.asarray(m) - lr * np.asarray(g), rtol=1e-6, atol=1e-6)
