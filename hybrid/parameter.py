@@ -220,6 +220,26 @@ class Parameter(Watched):
             self._changed()
 
     @property
+    def lr_mult(self) -> float:
+        """Multiplier of the learning rate for this parameter."""
+        return self._lr_mult
+
+    @lr_mult.setter
+    def lr_mult(self, value: float) -> None:
+        self._lr_mult = value
+        self._changed(forward=False)  # trainers and compiled steps bake the multipliers into their updates
+
+    @property
+    def wd_mult(self) -> float:
+        """Multiplier of the weight decay for this parameter."""
+        return self._wd_mult
+
+    @wd_mult.setter
+    def wd_mult(self, value: float) -> None:
+        self._wd_mult = value
+        self._changed(forward=False)
+
+    @property
     def differentiable(self) -> bool:
         return self._differentiable
 

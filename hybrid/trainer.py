@@ -106,6 +106,7 @@ class Trainer:
         self._keep_grads = bool(keep_grads)
         self._states: dict[Parameter, tuple] = {}
         self._programs: dict[tuple, Callable] = {}
+        self._last_program: tuple | None = None  # (params, guard, hyperparameters, program) of the last step
         self._flat_updates: dict[tuple, tuple] = {}
         self._device_scalars: dict[tuple, tuple] = {}
         self._amp_loss_scaler: Any = None  # set by hybrid.amp.init_trainer
@@ -136,9 +137,10 @@ class Trainer:
         self._optimizer.set_learning_rate(lr)
 
     def invalidate(self) -> None:
-        """A parameter's grad_req or dtype changed: recompute the trainable set and programs."""
+        """A parameter's grad_req, dtype or multipliers changed: recompute the trainable set and programs."""
         self._trainable_cache = None
         self._programs = {}
+        self._last_program = None
         self._flat_updates = {}
 
     def _trainable(self) -> list[Parameter]:
@@ -346,9 +348,15 @@ class Trainer:
         (``hybrid.amp.OverflowGuard``), the program unscales the gradients, keeps the old weights and
         states when one of them is not finite, and advances the loss scaler's state."""
         opt = self._optimizer
+        hyperparameters = opt.hyperparameters()
+        last = self._last_program
+        # the same parameter list as the last step, whose multipliers cannot have changed since (they
+        # invalidate this trainer): 8.7 -> 1.8 us for mlp33's 68 parameters
+        if last is not None and last[0] is params and last[1] is guard and last[2] == hyperparameters:
+            return last[3]
         lr_mults = tuple(map(_LR_MULT, params))
         wd_mults = tuple(map(_WD_MULT, params))
-        key = (tuple(map(id, params)), lr_mults, wd_mults, type(opt), opt.hyperparameters(), guard)
+        key = (tuple(map(id, params)), lr_mults, wd_mults, type(opt), hyperparameters, guard)
         program = self._programs.get(key)
         if program is None:
             def apply(weights, grads, states, lr, rescale):
@@ -370,6 +378,7 @@ class Trainer:
             program = self._programs[key] = UpdateProgram(jax.jit(update, donate_argnums=(0, 2), **placed),
                                                           jax.jit(update, donate_argnums=(2,), **placed),
                                                           jax.jit(update, **placed), guard)
+        self._last_program = (params, guard, hyperparameters, program)
         return program
 
     # -- persistence ---------------------------------------------------------------------

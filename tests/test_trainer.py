@@ -76,6 +76,35 @@ def test_lr_mult_and_wd_mult():
     assert_close(no_decay.w.data(), 1.0 - 0.1 * X, rtol=1e-6)
 
 
+@pytest.mark.parametrize("how", ["recorded", "compiled"])
+def test_a_multiplier_changed_between_steps_takes_effect(how):
+    net = nn.Dense(1, in_units=2, use_bias=False)
+    net.initialize(init.One())
+    net.hybridize()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 1.0, "wd": 0.5})
+    x = jax.numpy.ones((1, 2))
+
+    def step(x):
+        with autograd.record():
+            loss = net(x).sum()
+        loss.backward()
+        trainer.step(1)
+
+    step = hybrid.compile(step) if how == "compiled" else step
+    step(x)
+    # gradient x = 1, decay 0.5 * w: w = 1 - (1 + 0.5) = -0.5
+    assert_close(net.weight.data(), [[-0.5, -0.5]])
+    forwards = dict(net._cached_op.entries)
+    net.weight.lr_mult = 0.0
+    step(x)
+    assert_close(net.weight.data(), [[-0.5, -0.5]])
+    net.weight.lr_mult, net.weight.wd_mult = 1.0, 0.0
+    step(x)
+    assert_close(net.weight.data(), [[-1.5, -1.5]])  # w = -0.5 - 1
+    # a multiplier concerns the update only: the block's compiled forwards are kept
+    assert net._cached_op.entries == forwards
+
+
 def numpy_adam(w, grads, lr, b1, b2, eps, wd):
     m = np.zeros_like(w)
     v = np.zeros_like(w)

@@ -476,6 +476,8 @@ class CachedOp:
     It watches the blocks and parameters of its block's tree: a structural change to any of
     them (see :mod:`hybrid._core.watch`) clears it, and the next call looks up the new structure."""
 
+    forward_only = True  # a parameter's optimizer multipliers do not concern it (see hybrid._core.watch)
+
     def __init__(self, block: Any, passes: Sequence[str], remat: Any = None):
         # weak: the block holds its cache, and a cycle would keep both (and the programs they hold) until
         # Python's garbage collector runs

@@ -3,7 +3,9 @@
 A :class:`Watched` object (Block, Parameter) keeps weak references to its watchers (a
 block's compiled-call cache, a ``hybrid.compile`` step, a Trainer). A structural change
 (a child added, a parameter replaced, ``cast``, a new ``grad_req``, new hybridize options)
-calls ``invalidate()`` on exactly those watchers; nothing else is ever invalidated.
+calls ``invalidate()`` on exactly those watchers; nothing else is ever invalidated. A change that
+leaves every forward as it was (a parameter's ``lr_mult`` or ``wd_mult``) skips the watchers that
+cache forwards only (their ``forward_only`` is true).
 """
 from __future__ import annotations
 
@@ -25,11 +27,13 @@ class Watched:
             object.__setattr__(self, "_watcher_set", watchers)
         return watchers
 
-    def _changed(self) -> None:
+    def _changed(self, forward: bool = True) -> None:
+        """Invalidate the watchers; ``forward=False`` when what blocks compute is unchanged."""
         watchers = self.__dict__.get("_watcher_set")
         if watchers:
             for watcher in list(watchers):
-                watcher.invalidate()
+                if forward or not getattr(watcher, "forward_only", False):
+                    watcher.invalidate()
 
 
 def watch(watcher: Any, objects: Iterable[Watched]) -> None:

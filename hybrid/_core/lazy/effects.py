@@ -222,10 +222,14 @@ class Effects:
             ats = [position[s] for s in entry.olds]
             group = [values[at] for at in ats]
             # references to each: the input list, `group`, getrefcount's argument and the cells being
-            # overwritten (map passes each item straight to getrefcount: no loop variable holds another)
+            # overwritten (map passes each item straight to getrefcount)
             limit = 3 + entry.holders
-            counts = list(map(refcount, group))
-            for at, new, count, kind in zip(ats, entry.news, counts, [type(v) for v in group]):
+            # the usual case, every one donated, checked with C loops: 17 -> 12 us for mlp33's 136 arrays
+            if max(map(refcount, group)) <= limit and set(map(type, group)) == {ArrayImpl}:
+                donate += ats
+                first += entry.news
+                continue
+            for at, new, count, kind in zip(ats, entry.news, list(map(refcount, group)), [type(v) for v in group]):
                 if count <= limit and kind is ArrayImpl:  # NumPy arrays and scalars have no buffer to give
                     donate.append(at)
                     first.append(new)
