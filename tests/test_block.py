@@ -94,6 +94,29 @@ def test_hooks_run_and_detach():
     assert len(calls) == 2
 
 
+def test_a_hook_or_child_added_after_a_call_is_seen_by_a_tree_run_as_one_call():
+    # an un-hybridized tree of hybrid's layers runs as one compiled call while no block has hooks
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, in_units=3), nn.Dense(2, in_units=4))
+    net.initialize()
+    x = np.ones((2, 3), np.float32)
+    net(x)
+    assert "_recorded_op" in net.__dict__
+    calls = []
+    handle = net[1].register_forward_hook(lambda blk, args, out: calls.append(out.shape))
+    net(x)
+    assert calls == [(2, 2)]
+    handle.detach()
+    net(x)
+    assert calls == [(2, 2)]
+    net.add(nn.Dense(5, in_units=2))
+    net.initialize()
+    assert net(x).shape == (2, 5)
+    net[2].register_forward_pre_hook(lambda blk, args: calls.append(args[0].shape))
+    net(x)
+    assert calls == [(2, 2), (2, 2)]
+
+
 def test_repr_shows_the_tree():
     text = repr(built())
     assert "Net(\n  (features): HybridSequential(\n    (0): Dense(3 -> 8, Activation(relu))" in text

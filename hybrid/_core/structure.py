@@ -29,6 +29,7 @@ __all__ = ["structure_key", "paths_of", "block_at", "deferred_leaf", "Paths"]
 _BOOKKEEPING = frozenset({
     "_children", "_reg_params", "_forward_hooks", "_forward_pre_hooks", "_scope_name", "_name", "_prefix",
     "_watcher_set", "_cached_op", "_recorded_op", "_scope_counts", "_shared_params", "_gluon1_params",
+    "_runs_compiled_at",
 })
 _ATOMS = frozenset({type(None), bool, int, float, complex, str, bytes, np.dtype, range, slice,
                     type(Ellipsis), type(NotImplemented)})
