@@ -105,6 +105,39 @@ def test_a_multiplier_changed_between_steps_takes_effect(how):
     assert net._cached_op.entries == forwards
 
 
+@pytest.mark.parametrize("how", ["recorded", "compiled"])
+def test_a_hyperparameter_changed_between_steps_takes_effect(how):
+    net = nn.Dense(1, in_units=2, use_bias=False)
+    net.initialize(init.One())
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+    x = jax.numpy.ones((1, 2))
+
+    def step(x):
+        with autograd.record():
+            loss = net(x).sum()
+        loss.backward()
+        trainer.step(1)
+
+    step = hybrid.compile(step) if how == "compiled" else step
+    step(x)
+    assert_close(net.weight.data(), [[0.5, 0.5]])
+    trainer.optimizer.wd = 1.0
+    step(x)
+    assert_close(net.weight.data(), [[-0.25, -0.25]])  # w = 0.5 - 0.5 * (1 + 1.0 * 0.5)
+
+
+def test_an_optimizer_pickles_without_its_trainers_links():
+    import pickle
+    net = nn.Dense(1, in_units=2)
+    net.initialize()
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01, "wd": 0.1})
+    copied = pickle.loads(pickle.dumps(trainer.optimizer))
+    assert copied.hyperparameters() == trainer.optimizer.hyperparameters()
+    program = trainer._program(trainer._trainable())
+    copied.wd = 0.2  # concerns the copy only
+    assert trainer._program(trainer._trainable()) is program
+
+
 def numpy_adam(w, grads, lr, b1, b2, eps, wd):
     m = np.zeros_like(w)
     v = np.zeros_like(w)

@@ -210,7 +210,7 @@ class CompiledStep:
                      [jax.ShapeDtypeStruct(shape, dtype) for _, shape, dtype in host.values()])
         final = final_info["frame"]
         params = {key.owner for key in list(cells) + list(final.setters) if key.kind in (DATA, GRAD)}
-        watch(self, list(params) + list(final.blocks))
+        watch(self, list(params) + list(final.watched))
         program = _Program(jitted, donated, kept, list(host.values()), written, final_info, dict(final.fresh), dropped)
         return program, final
 

@@ -165,7 +165,7 @@ class CompileFrame(Frame):
     """
 
     __slots__ = ("cell_inputs", "reads", "writes", "setters", "missing_cells", "host_values", "host_inputs",
-                 "missing_host", "fresh", "blocks")
+                 "missing_host", "fresh", "watched")
     whole_step = True
 
     def __init__(self, cell_inputs: dict, host_values: dict):
@@ -179,7 +179,7 @@ class CompileFrame(Frame):
         self.host_inputs: dict = {}
         self.missing_host: dict = {}
         self.fresh: dict = {}
-        self.blocks: dict = {}  # blocks called in the step: the compiled step watches them
+        self.watched: dict = {}  # blocks called and optimizers run in the step: the compiled step watches them
         self.outer = self
 
     def read(self, key: Any, getter: Callable[[], Any]) -> Any:
@@ -227,7 +227,12 @@ class CompileFrame(Frame):
         self.write(Cell(_cells.DATA, param), lambda p=param: p.own_data, setter, value)
 
     def note_call(self, block: Any) -> None:
-        self.blocks[block] = True
+        self.depends_on(block)
+
+    def depends_on(self, watched: Any) -> None:
+        """The step depends on ``watched`` (a ``hybrid._core.watch.Watched``): its change invalidates the
+        compiled step."""
+        self.watched[watched] = True
 
     def assign_attribute(self, block: Any, name: str, value: Any) -> None:
         """An attribute assigned in the step becomes a program output, set after every call."""

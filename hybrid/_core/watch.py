@@ -27,6 +27,12 @@ class Watched:
             object.__setattr__(self, "_watcher_set", watchers)
         return watchers
 
+    def __getstate__(self) -> dict:
+        """The state without the watchers (links to this process's caches, never copied or pickled)."""
+        state = dict(self.__dict__)
+        state.pop("_watcher_set", None)
+        return state
+
     def _changed(self, forward: bool = True) -> None:
         """Invalidate the watchers; ``forward=False`` when what blocks compute is unchanged."""
         watchers = self.__dict__.get("_watcher_set")

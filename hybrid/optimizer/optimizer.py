@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.watch import Watched
+
 __all__ = ["Optimizer", "register", "create"]
 
 _REGISTRY: dict[str, type] = {}
@@ -67,7 +69,13 @@ def _alias(optimizer: Any, name: str, value: Any, default: Any, old_name: str, o
     return old_value
 
 
-class Optimizer:
+# Fields read at every update as program inputs (or used on the host); every other number, flag or string
+# is a hyperparameter, baked into the compiled update.
+_PER_STEP = frozenset({"lr", "num_update", "begin_num_update", "rescale_grad", "lr_scheduler"})
+_BAKED = (int, float, bool, str, type(None))
+
+
+class Optimizer(Watched):
     """Base optimizer.
 
     Args:
@@ -180,9 +188,14 @@ class Optimizer:
 
     def hyperparameters(self) -> tuple:
         """Static values baked into the compiled update; changing one recompiles."""
-        fields = {k: v for k, v in vars(self).items()
-                  if k not in ("lr", "num_update", "begin_num_update", "rescale_grad", "lr_scheduler")}
-        return tuple(sorted((k, v) for k, v in fields.items() if isinstance(v, (int, float, bool, str, type(None)))))
+        return tuple(sorted((k, v) for k, v in vars(self).items() if k not in _PER_STEP and isinstance(v, _BAKED)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        old = self.__dict__.get(name, _PER_STEP)  # (a sentinel: no field holds it)
+        object.__setattr__(self, name, value)
+        if name not in _PER_STEP and old is not _PER_STEP and isinstance(value, _BAKED) and (
+                type(old) is not type(value) or old != value):
+            self._changed()  # trainers and compiled steps baked the old value into their updates
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(learning_rate={self.lr}, {dict(self.hyperparameters())})"
