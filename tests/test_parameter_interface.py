@@ -35,6 +35,12 @@ def test_no_module_reaches_into_a_parameter():
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Attribute) and node.attr in names
-                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                    and not _is_super(node.value)):
                 reaching.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}")
     assert reaching == []
+
+
+def _is_super(node: ast.AST) -> bool:
+    """``super()``: a class's own methods reached through its bases (Block._changed calls Watched's)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
