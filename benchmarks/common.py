@@ -84,7 +84,8 @@ def capture_recorded_program(run: Callable[[], object]) -> tuple[Callable, list,
 
     def capture(tape, requested, write_cells, donate, *rest):
         chosen = set(donate)
-        captured["donated"] = [tape.input_values[i] + 0 for i in donate]  # the originals are donated
+        # copies: the originals are donated (a group slot's value is a list of arrays)
+        captured["donated"] = jax.tree_util.tree_map(lambda a: a + 0, [tape.input_values[i] for i in donate])
         captured["kept"] = [v for i, v in enumerate(tape.input_values) if i not in chosen]
         original(tape, requested, write_cells, donate, *rest)
         captured["program"] = _lazy._LAST_RUN[0][0]

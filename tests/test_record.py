@@ -533,6 +533,34 @@ def test_a_held_array_keeps_its_buffer_and_the_others_are_reused(data):
     assert states_after == states_before
 
 
+def test_a_held_momentum_keeps_its_value_and_the_step_still_reuses_the_weights(data):
+    """The momenta are staged as one group: holding one of them keeps the group's buffers out of the
+    donation (the held array still reads its old value), while the weights are still updated in place;
+    the values equal a step in which nothing is held."""
+    x, y, _ = data
+    nets, trainers = [], []
+    for _ in range(2):
+        nets.append(make_mlp(True))
+        trainers.append(Trainer(nets[-1].collect_params(), "sgd", {"learning_rate": 0.5, "momentum": 0.9}))
+    for p, q in zip(nets[0].collect_params().values(), nets[1].collect_params().values()):
+        q.set_data(p.data() + 0)
+    ce = loss.SoftmaxCELoss()
+    for _ in range(2):
+        for net, trainer in zip(nets, trainers):
+            _train_step(net, trainer, x, y, ce)
+    params = list(nets[0].collect_params().values())
+    weights_before = [p.data().unsafe_buffer_pointer() for p in params]
+    held = trainers[0]._states[params[0]][0]
+    held_value = np.asarray(held).copy()
+    for net, trainer in zip(nets, trainers):
+        _train_step(net, trainer, x, y, ce)
+    np.testing.assert_array_equal(np.asarray(held), held_value)
+    assert [p.data().unsafe_buffer_pointer() for p in params] == weights_before
+    for (name, p), q in zip(nets[0].collect_params().items(), nets[1].collect_params().values()):
+        np.testing.assert_array_equal(np.asarray(p.data()), np.asarray(q.data()), err_msg=name)
+        np.testing.assert_array_equal(np.asarray(trainers[0]._states[p][0]), np.asarray(trainers[1]._states[q][0]))
+
+
 # -- 7. no retrace for unrelated objects; structural changes do recompile ---------------------
 def _train_step(net, trainer, x, y, ce):
     with autograd.record():

@@ -8,13 +8,20 @@ computations.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from jax._src import core
 
 from .trace import LazyArray, force
 
 IMPLIED = ("in",)  # the key part of an input whose shape and dtype the caller's node key implies
+
+
+class Group(NamedTuple):
+    """The abstract value of a group slot: one slot whose value is a list of arrays of ``avals``, for
+    values that only one node reads and writes as a whole (an optimizer's states)."""
+
+    avals: tuple
 
 
 def input_key(value: Any) -> tuple:
@@ -31,6 +38,7 @@ class SlotRegistry:
     Attributes:
         avals: slot -> abstract value (None for an input until :meth:`aval` needs it).
         key: the structural key, one part per input (or group of inputs) and per node.
+        A group slot (:meth:`group`) holds a list of arrays and has a :class:`Group` for its aval.
         input_slots: the slot of each input, in input order.
         input_values: the array of each input, in input order (what the program is called with).
         input_position: slot -> index in ``input_values`` (None for a node's output).
@@ -91,6 +99,11 @@ class SlotRegistry:
         if findable and not self.input_ids.keys().isdisjoint([id(v) for v in values]):
             return None
         return self._add(values, avals, [("inputs", len(values))], findable)
+
+    def group(self, values: Sequence, avals: Sequence) -> int:
+        """One slot for the arrays ``values`` (of ``avals``), whose value is their list; nothing looks
+        them up one by one (they are not indexed), and the caller's node key implies their shapes."""
+        return self._add([list(values)], [Group(tuple(avals))], [("group", len(values))], False)[0]
 
     def slots_of(self, values: Sequence, keyed: bool = True, tape: Any = None) -> list[int]:
         """The slot of each of ``values``: LazyArrays of ``tape`` have theirs; other arrays are inputs

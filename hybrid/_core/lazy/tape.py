@@ -6,6 +6,7 @@ the program that a run calls.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import weakref
@@ -22,7 +23,7 @@ from . import programs
 from .effects import Cell, Effects, Pack, PackRef, pack_layout, resolve
 from .programs import ProgramKey, Stats
 from .recording import GradSpec, Recording, RegionSpec, out_avals, params_key
-from .slots import SlotRegistry
+from .slots import Group, SlotRegistry
 from .trace import LazyArray, LazyTrace
 
 log = logging.getLogger("hybrid.lazy")
@@ -232,7 +233,8 @@ class Tape:
         read as ``params`` on this tape when they still are (else inputs); ``grads`` are values of this
         tape, references to its packed values, or arrays. ``weights`` and ``states`` are emptied once
         staged: the old arrays are then held by their owners only (one holder each, which ``store``
-        replaces), and their buffers are donated to the results. The packs of the values among
+        replaces), and their buffers are donated to the results. The states are staged as one group
+        slot (see :meth:`~.slots.SlotRegistry.group`). The packs of the values among
         ``drop_grads`` are not computed (reading one later raises AutogradError(``drop_reason``)).
         """
         slots = self.slots
@@ -242,11 +244,16 @@ class Tape:
         if (len(weight_slots) != len(weights) or None in weight_slots
                 or not all([a is b for a, b in zip(slots.values_of(weight_slots), weights)])):
             weight_slots = slots.slots_of(weights, False, self)
-        state_slots = slots.inputs(states, findable=False)
-        state_slots = list(state_slots) if state_slots is not None else slots.slots_of(states, False, self)
         grad_slots = self.own_slots(grads)
         if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
             grad_slots = slots.slots_of([resolve(g) for g in grads], True, self)
+        n, m = len(weights), len(states)
+        state_slots = []
+        if m:  # the states are one input and one output, a list: their Python scales with one slot, not m
+            state_slots = [slots.group(states, out_avals[n:n + m])]
+            update = _GroupedStates(update, n, len(grad_slots), m)
+            out_avals = out_avals[:n] + [Group(tuple(out_avals[n:n + m]))] + out_avals[n + m:]
+            store = functools.partial(_store_ungrouped, store, n)
         in_slots = weight_slots + grad_slots + state_slots + slots.slots_of(extras, True, self)
         results = self.add("call", update, None, in_slots, out_avals, ("call", "update", key), slots_only=True)
         self.effects.write_group(Cell("update", owner), results, store, holders=1,
@@ -342,6 +349,26 @@ class Tape:
             n = len(write.slots)
             write.setter(results[at:at + n])
             at += n
+
+
+def _store_ungrouped(store: Callable[[list], None], n: int, values: list) -> None:
+    """``store`` the results of a :class:`_GroupedStates` update with its new states' list spread out."""
+    store(values[:n] + values[n] + values[n + 1:])
+
+
+class _GroupedStates:
+    """An update ``fn(*weights, *grads, *states, *extras) -> new weights + new states + rest`` called with
+    the states as one list and returning the new states as one list (one slot each on the tape)."""
+
+    __slots__ = ("fn", "n", "n_grads", "m")
+
+    def __init__(self, fn: Callable, n: int, n_grads: int, m: int):
+        self.fn, self.n, self.n_grads, self.m = fn, n, n_grads, m
+
+    def __call__(self, *args: Any) -> list:
+        at, n, m = self.n + self.n_grads, self.n, self.m
+        results = list(self.fn(*args[:at], *args[at], *args[at + 1:]))
+        return results[:n] + [results[n:n + m]] + results[n + m:]
 
 
 def open_tape(values: Sequence) -> Tape | None:
