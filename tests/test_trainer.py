@@ -76,21 +76,26 @@ def test_lr_mult_and_wd_mult():
     assert_close(no_decay.w.data(), 1.0 - 0.1 * X, rtol=1e-6)
 
 
-@pytest.mark.parametrize("how", ["recorded", "compiled"])
-def test_a_multiplier_changed_between_steps_takes_effect(how):
+def one_weight_step(how, optimizer_params):
+    """A hybridized Dense(1) without bias, its weights ones, its SGD trainer, and ``step(x)``: recorded, or
+    compiled with ``hybrid.compile``."""
     net = nn.Dense(1, in_units=2, use_bias=False)
     net.initialize(init.One())
     net.hybridize()
-    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 1.0, "wd": 0.5})
-    x = jax.numpy.ones((1, 2))
+    trainer = Trainer(net.collect_params(), "sgd", optimizer_params)
 
     def step(x):
         with autograd.record():
             loss = net(x).sum()
         loss.backward()
         trainer.step(1)
+    return net, trainer, hybrid.compile(step) if how == "compiled" else step
 
-    step = hybrid.compile(step) if how == "compiled" else step
+
+@pytest.mark.parametrize("how", ["recorded", "compiled"])
+def test_a_multiplier_changed_between_steps_takes_effect(how):
+    net, _, step = one_weight_step(how, {"learning_rate": 1.0, "wd": 0.5})
+    x = jax.numpy.ones((1, 2))
     step(x)
     # gradient x = 1, decay 0.5 * w: w = 1 - (1 + 0.5) = -0.5
     assert_close(net.weight.data(), [[-0.5, -0.5]])
@@ -107,18 +112,8 @@ def test_a_multiplier_changed_between_steps_takes_effect(how):
 
 @pytest.mark.parametrize("how", ["recorded", "compiled"])
 def test_a_hyperparameter_changed_between_steps_takes_effect(how):
-    net = nn.Dense(1, in_units=2, use_bias=False)
-    net.initialize(init.One())
-    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+    net, trainer, step = one_weight_step(how, {"learning_rate": 0.5})
     x = jax.numpy.ones((1, 2))
-
-    def step(x):
-        with autograd.record():
-            loss = net(x).sum()
-        loss.backward()
-        trainer.step(1)
-
-    step = hybrid.compile(step) if how == "compiled" else step
     step(x)
     assert_close(net.weight.data(), [[0.5, 0.5]])
     trainer.optimizer.wd = 1.0
