@@ -73,6 +73,7 @@ def _alias(optimizer: Any, name: str, value: Any, default: Any, old_name: str, o
 # is a hyperparameter, baked into the compiled update.
 _PER_STEP = frozenset({"lr", "num_update", "begin_num_update", "rescale_grad", "lr_scheduler"})
 _BAKED = (int, float, bool, str, type(None))
+_UNSET = object()
 
 
 class Optimizer(Watched):
@@ -191,9 +192,9 @@ class Optimizer(Watched):
         return tuple(sorted((k, v) for k, v in vars(self).items() if k not in _PER_STEP and isinstance(v, _BAKED)))
 
     def __setattr__(self, name: str, value: Any) -> None:
-        old = self.__dict__.get(name, _PER_STEP)  # (a sentinel: no field holds it)
+        old = self.__dict__.get(name, _UNSET)
         object.__setattr__(self, name, value)
-        if name not in _PER_STEP and old is not _PER_STEP and isinstance(value, _BAKED) and (
+        if name not in _PER_STEP and old is not _UNSET and isinstance(value, _BAKED) and (
                 type(old) is not type(value) or old != value):
             self._changed()  # trainers and compiled steps baked the old value into their updates
 
