@@ -4,7 +4,7 @@ in MXNet 1.9.1) and accept a scalar ``weight`` and a broadcastable ``sample_weig
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +32,19 @@ def check_label_values(enabled: bool = True) -> None:
     _LabelValueChecks.enabled = bool(enabled)
 
 
+_LABEL_KINDS: dict = {}  # dtype -> "integer", "real" or None (a check per call costs 0.8 us, the lookup 0.05 us)
+
+
+def _label_kind(dtype: Any) -> str | None:
+    """Whether labels of ``dtype`` hold integers, other real numbers (floating, bool) or neither."""
+    kind = _LABEL_KINDS.get(dtype, False)
+    if kind is False:
+        kind = ("integer" if jnp.issubdtype(dtype, jnp.integer) else
+                "real" if jnp.issubdtype(dtype, jnp.floating) or dtype == bool else None)
+        _LABEL_KINDS[dtype] = kind
+    return kind
+
+
 class Loss(HybridBlock):
     """Base class: ``weight`` scales the loss, ``batch_axis`` is kept by the final mean.
 
@@ -52,8 +65,7 @@ class Loss(HybridBlock):
             if not (hasattr(label, "shape") and hasattr(label, "dtype")) or isinstance(label, (str, bytes)):
                 raise TypeError(f"{type(self).__name__}: the label (input {at}) must be an array (NumPy or JAX), "
                                 f"got {type(label).__name__}")
-            dtype = label.dtype
-            if not (jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating) or dtype == bool):
+            if _label_kind(label.dtype) is None:
                 raise TypeError(f"{type(self).__name__}: the label (input {at}) must hold real numbers, got dtype "
                                 f"{label.dtype}")
             if (not self._active or _LabelValueChecks.enabled) and not isinstance(label, jax.core.Tracer):
@@ -145,17 +157,17 @@ class SoftmaxCrossEntropyLoss(Loss):
         if not self._sparse_label or not hasattr(args[0], "shape"):
             return
         classes = args[0].shape[self._axis]
-        _check_class_indices(self, label, 0, classes, f"the {classes} classes of pred's axis {self._axis}")
+        _check_class_indices(self, label, 0, classes, lambda: f"the {classes} classes of pred's axis {self._axis}")
 
 
 SoftmaxCELoss = SoftmaxCrossEntropyLoss
 
 
-def _check_class_indices(loss: Loss, label: np.ndarray, low: int, high: int, what: str) -> None:
-    """Labels must be integers (of any dtype) in ``[low, high)``."""
+def _check_class_indices(loss: Loss, label: np.ndarray, low: int, high: int, what: Callable[[], str]) -> None:
+    """Labels must be integers (of any dtype) in ``[low, high)``; ``what()`` names the range in the error."""
     if label.size == 0:
         return
-    if not np.issubdtype(label.dtype, np.integer):
+    if _label_kind(label.dtype) != "integer":
         label = label.astype(np.float64)
         if not np.isfinite(label).all() or (label != np.round(label)).any():
             bad = label[~np.isfinite(label) | (label != np.round(label))].flat[0]
@@ -163,7 +175,7 @@ def _check_class_indices(loss: Loss, label: np.ndarray, low: int, high: int, wha
     smallest, largest = label.min(), label.max()
     if smallest < low or largest >= high:
         bad = smallest if smallest < low else largest
-        raise ValueError(f"{type(loss).__name__}: label {bad:g} is outside {what} (expected {low} to {high - 1})")
+        raise ValueError(f"{type(loss).__name__}: label {bad:g} is outside {what()} (expected {low} to {high - 1})")
 
 
 class SigmoidBinaryCrossEntropyLoss(Loss):
@@ -437,7 +449,7 @@ class CTCLoss(Loss):
             if lengths.shape[0] == rows.shape[0]:
                 label = rows[np.arange(label_length)[None, :] < lengths[:, None]]
         _check_class_indices(self, label, -1, classes - 1,
-                             f"the {classes - 1} classes before the blank {classes - 1} (-1 pads)")
+                             lambda: f"the {classes - 1} classes before the blank {classes - 1} (-1 pads)")
         for name, at, limit in (("pred_lengths", 2, steps), ("label_lengths", 3, label_length)):
             lengths = args[at] if len(args) > at else None
             if lengths is None or limit is None or isinstance(lengths, jax.core.Tracer):

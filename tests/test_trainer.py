@@ -282,6 +282,51 @@ def test_save_and_load_states_resume_identically(tmp_path, rng):
         other.load_states(str(tmp_path / "opt.states"))
 
 
+def test_momenta_follow_recorded_partial_and_eager_steps():
+    """The momenta a recorded step stores are the ones the next steps and save_states use, whatever kind
+    of step comes next (recorded on all parameters or on some, eager): SGD momentum by hand."""
+    net = nn.HybridSequential()
+    net.add(nn.Dense(1, in_units=1, use_bias=False), nn.Dense(1, in_units=1, use_bias=False))
+    net.initialize(init.One())
+    net.hybridize()
+    first, second = net[0].weight, net[1].weight
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.5})
+    x = jax.numpy.ones((1, 1))
+    w, m = np.ones(2), np.zeros(2)
+
+    def recorded(both=True):
+        with autograd.record():
+            loss = net(x).sum() if both else net[0](x).sum()
+        loss.backward()
+        trainer.step(1, ignore_stale_grad=not both)
+
+    def expect(grads, active=(0, 1)):
+        for i in active:  # Gluon's SGD: m = 0.5 m - 0.1 g; w = w + m (loss w1 * w0: each one's gradient is the other)
+            m[i] = 0.5 * m[i] - 0.1 * grads[i]
+            w[i] += m[i]
+
+    for _ in range(3):
+        g = (w[1], w[0])
+        recorded()
+        expect(g)
+    recorded(both=False)  # only the first weight: gradient 1
+    expect((1.0, None), active=(0,))
+    g = (w[1], w[0])
+    recorded()
+    expect(g)
+    assert_close([float(first.data()[0, 0]), float(second.data()[0, 0])], w, rtol=1e-6)
+    assert_close([float(trainer._states[p][0][0, 0]) for p in (first, second)], m, rtol=1e-6)
+    first.accumulate_grad(jax.numpy.full((1, 1), 2.0))  # an eager step on gradients that are arrays
+    second.accumulate_grad(jax.numpy.full((1, 1), 3.0))
+    trainer.step(1)
+    expect((2.0, 3.0))
+    g = (w[1], w[0])
+    recorded()
+    expect(g)
+    assert_close([float(first.data()[0, 0]), float(second.data()[0, 0])], w, rtol=1e-6)
+    assert_close([float(trainer._states[p][0][0, 0]) for p in (first, second)], m, rtol=1e-6)
+
+
 def test_optimizer_errors():
     with pytest.raises(ValueError, match="unknown optimizer 'sgdd'"):
         Trainer([Parameter("w", shape=(1,))], "sgdd")

@@ -61,8 +61,9 @@ class SlotRegistry:
         self.input_values, self.input_ids, self.held = [], {}, []
 
     # adding ------------------------------------------------------------------------------
-    def _add(self, values: Sequence, avals: Sequence | None, key_parts: Sequence, findable: bool) -> range:
-        """The one way inputs enter: ``values`` get consecutive new slots."""
+    def _add(self, values: Sequence, avals: Sequence | None, key_parts: Sequence, ids: list | None) -> range:
+        """The one way inputs enter: ``values`` get consecutive new slots; ``ids`` (their ``id``s, or None)
+        makes them findable."""
         start, n, at = len(self.avals), len(values), len(self.input_values)
         slots = range(start, start + n)
         self.avals.extend(avals if avals is not None else [None] * n)
@@ -70,8 +71,8 @@ class SlotRegistry:
         self.input_slots.extend(slots)
         self.input_values.extend(values)
         self.key.extend(key_parts)
-        if findable:
-            self.input_ids.update(zip([id(v) for v in values], slots))
+        if ids is not None:
+            self.input_ids.update(zip(ids, slots))
         return slots
 
     def input(self, value: Any, keyed: bool = True) -> int:
@@ -84,7 +85,7 @@ class SlotRegistry:
             held, value = value, force(value)
             self.input_ids[id(held)] = len(self.avals)
             self.held.append(held)
-        return self._add([value], None, [input_key(value) if keyed else IMPLIED], True)[0]
+        return self._add([value], None, [input_key(value) if keyed else IMPLIED], [id(value)])[0]
 
     def inputs(self, values: Sequence, avals: Sequence | None = None, findable: bool = True) -> range | None:
         """Slots for arrays none of which is on the tape yet, all at once, with one key part (the
@@ -94,16 +95,20 @@ class SlotRegistry:
         ``findable=False`` is for arrays that nothing looks up on this tape afterwards (an optimizer's
         states, staged just before the step runs): they are not indexed, and one that is on the tape
         already gets a second slot (the tape then holds it twice, so its buffer is not donated)."""
-        if any(type(v) is LazyArray for v in values):
+        # C loops over the values (map): 5.0 -> 4.2 us for 68 arrays (timeit)
+        if LazyArray in set(map(type, values)):
             return None
-        if findable and not self.input_ids.keys().isdisjoint([id(v) for v in values]):
-            return None
-        return self._add(values, avals, [("inputs", len(values))], findable)
+        ids = None
+        if findable:
+            ids = list(map(id, values))
+            if not self.input_ids.keys().isdisjoint(ids):
+                return None
+        return self._add(values, avals, [("inputs", len(values))], ids)
 
     def group(self, values: Sequence, avals: Sequence) -> int:
         """One slot for the arrays ``values`` (of ``avals``), whose value is their list; nothing looks
         them up one by one (they are not indexed), and the caller's node key implies their shapes."""
-        return self._add([list(values)], [Group(tuple(avals))], [("group", len(values))], False)[0]
+        return self._add([list(values)], [Group(tuple(avals))], [("group", len(values))], None)[0]
 
     def slots_of(self, values: Sequence, keyed: bool = True, tape: Any = None) -> list[int]:
         """The slot of each of ``values``: LazyArrays of ``tape`` have theirs; other arrays are inputs
@@ -113,9 +118,10 @@ class SlotRegistry:
             if type(value) is LazyArray:
                 out.append(value._slot if value._tape is tape else self.input(value, keyed))
                 continue
-            slot = ids.get(id(value))
+            key = id(value)
+            slot = ids.get(key)
             if slot is None:
-                slot = self._add([value], None, [input_key(value) if keyed else IMPLIED], True)[0]
+                slot = self._add([value], None, [input_key(value) if keyed else IMPLIED], [key])[0]
             out.append(slot)
         return out
 
