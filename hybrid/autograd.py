@@ -163,19 +163,21 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     head_grads = _head_grads(heads, head_grads, "backward()")
     head_slots = [tape.slot_of(h) for h in heads]
     needed = tape.depends_on(head_slots, tape.freed() if tape.freed_heads else None)
-    param_slots = tape.param_slots
-    recorded = list(param_slots)
+    recorded, recorded_slots = tape.recording.reads()
     requests = list(map(_GRAD_REQ, recorded))
-    if "null" not in requests and needed.issuperset(param_slots.values()):
+    if "null" not in requests and needed.issuperset(recorded_slots):
         trainable = params = recorded  # the common case: every parameter read is trained and reached
+        wrt = list(recorded_slots)
     else:
-        trainable = [p for p, req in zip(recorded, requests) if req != "null"]
-        params = [p for p in trainable if param_slots[p] in needed]
+        trained = [(p, s) for p, s, req in zip(recorded, recorded_slots, requests) if req != "null"]
+        trainable = [p for p, _ in trained]
+        params = [p for p, s in trained if s in needed]
+        wrt = [s for _, s in trained if s in needed]
         requests = list(map(_GRAD_REQ, params))
     if not params:
         if trainable:
             reachable = tape.depends_on(head_slots) if tape.freed_heads else needed
-            if any(param_slots[p] in reachable for p in trainable):
+            if any(s in reachable for _, s in trained):
                 raise AutogradError(
                     "backward(): the heads reach the parameters used inside record() only through values that an "
                     "earlier backward()/grad() differentiated and freed, so none would get a gradient. Pass "
@@ -185,7 +187,6 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
                 "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
         return  # nothing trainable was recorded: no gradient to write
-    wrt = list(map(param_slots.__getitem__, params))
     _context.current().mode.store_grads(_GradWrite(tape, heads, head_grads, params, requests, wrt))
     if not retain_graph:
         tape.free(head_slots)

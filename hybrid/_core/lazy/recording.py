@@ -1,6 +1,7 @@
 """What a tape records: its nodes, the parameters read, the graphs freed, and the dependencies between slots."""
 from __future__ import annotations
 
+import operator
 from typing import Any, NamedTuple, Sequence
 
 from jax._src import core
@@ -77,17 +78,22 @@ class Recording:
     Attributes:
         nodes: the staged operations, in order.
         param_slots: Parameter -> slot of the value read while recording (what ``backward`` differentiates).
+        first_read: the parameters of the first read of many (a compiled forward's), with their slots,
+            while no other parameter is read: kept as the two lists, so that the usual step (one such read)
+            builds no dict (:meth:`reads`, :meth:`slots_if_read`; ``param_slots`` adds them to the dict).
         tokens: what the recorded functions depend on (see ``programs.forget_token``).
         cacheable: False once an operation has unhashable parameters (its program is not cached).
         freed_heads: heads of each backward()/grad() that freed its graph, in order.
     """
 
-    __slots__ = ("slots", "nodes", "param_slots", "tokens", "cacheable", "freed_heads", "_freed", "_freed_upto")
+    __slots__ = ("slots", "nodes", "_param_slots", "first_read", "tokens", "cacheable", "freed_heads", "_freed",
+                 "_freed_upto")
 
     def __init__(self, slots: SlotRegistry):
         self.slots = slots
         self.nodes: list[Node] = []
-        self.param_slots: dict[Any, int] = {}
+        self._param_slots: dict[Any, int] = {}
+        self.first_read: tuple[Sequence, range] | None = None
         self.tokens: set[int] = set()
         self.cacheable = True
         self.freed_heads: list[list[int]] = []
@@ -114,6 +120,37 @@ class Recording:
         return inner, inner_key
 
     # parameters ------------------------------------------------------------------------
+    @property
+    def param_slots(self) -> dict[Any, int]:
+        """Parameter -> slot of its value read on this tape, in read order (the first read of each counts)."""
+        if self.first_read is not None:
+            params, slots = self.first_read
+            self.first_read = None
+            self._param_slots.update(zip(params, slots))  # it came first: the dict was empty
+        return self._param_slots
+
+    def reads(self) -> tuple[Sequence, Sequence[int]]:
+        """The parameters read on this tape and their slots, in read order."""
+        if self.first_read is not None:
+            return self.first_read
+        known = self._param_slots
+        return list(known), list(known.values())
+
+    def slots_if_read(self, params: Sequence, values: Sequence) -> Sequence[int] | None:
+        """The slots at which ``params`` were read, when the arrays read are still ``values``, else None."""
+        first = self.first_read
+        if first is not None and len(first[0]) == len(params) and all(map(operator.is_, first[0], params)):
+            slots = first[1]
+            at = self.slots.input_position[slots[0]]  # the slots of one read are consecutive inputs
+            held = self.slots.input_values[at:at + len(slots)]
+        else:
+            known = self.param_slots
+            slots = [known.get(p) for p in params]
+            if None in slots:
+                return None
+            held = self.slots.values_of(slots)
+        return list(slots) if all(map(operator.is_, held, values)) else None
+
     def read_param(self, param: Any, slot: int) -> None:
         """Note that ``slot`` holds the value of ``param`` read on this tape (the first read counts)."""
         if param not in self.param_slots:
@@ -122,7 +159,15 @@ class Recording:
     def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None, tape: Any) -> Sequence[int]:
         """:meth:`read_param` for many parameters; returns the slots of ``values``. ``avals`` (their
         known shapes and dtypes) leaves them out of the key: the caller's node key implies them."""
-        known, slots = self.param_slots, self.slots
+        if not params:
+            return []
+        slots = self.slots
+        if avals is not None and self.first_read is None and not self._param_slots:
+            new = slots.inputs(values, avals)  # the first read on this tape (the usual step has one)
+            if new is not None:
+                self.first_read = (params, new)
+                return new
+        known = self.param_slots
         if avals is not None and known.keys().isdisjoint(params):
             new = slots.inputs(values, avals)
             if new is not None:

@@ -238,11 +238,9 @@ class Tape:
         ``drop_grads`` are not computed (reading one later raises AutogradError(``drop_reason``)).
         """
         slots = self.slots
-        param_slots = self.recording.param_slots
         # the slots of the weights as recorded, when the recorded arrays are still the parameters' data
-        weight_slots = [param_slots.get(p) for p in params]
-        if (len(weight_slots) != len(weights) or None in weight_slots
-                or not all([a is b for a, b in zip(slots.values_of(weight_slots), weights)])):
+        weight_slots = self.recording.slots_if_read(params, weights) if len(params) == len(weights) else None
+        if weight_slots is None:
             weight_slots = slots.slots_of(weights, False, self)
         grad_slots = self.own_slots(grads)
         if grad_slots is None:  # gradients recorded on another tape (several record() scopes) enter as inputs
