@@ -510,6 +510,26 @@ def test_data_held_across_step_keeps_old_value(hybridize, where, data):
         assert_close(p.data(), v - 0.5 * g, **TOL)
 
 
+@HYBRID
+@pytest.mark.parametrize("order", ["array_first", "forward_first"])
+def test_a_weight_array_taken_before_record_is_the_parameter_inside(data, hybridize, order):
+    """An array read with ``p.data()`` before ``record()`` and used inside it is the parameter's value:
+    its use adds to the parameter's gradient, whether it is used before or after the forward reads it."""
+    x, y, t = data
+    net = make_mlp(hybridize)
+    params = list(net.collect_params().values())
+    vals = values_of(net)
+    w = params[0].data()
+    with autograd.record():
+        penalty = (w ** 2).sum() if order == "array_first" else None
+        out = net(x).sum()
+        l = out + (penalty if penalty is not None else (w ** 2).sum())
+    l.backward()
+    expected = jax.grad(lambda v: jnp.sum(ref_mlp(v, x)) + jnp.sum(v[0] ** 2))(vals)
+    for p, g in zip(params, expected):
+        assert_close(p.grad(), g, **TOL)
+
+
 def test_a_held_array_keeps_its_buffer_and_the_others_are_reused(data):
     """Holding one weight across a step keeps that buffer out of the donation; every other weight and
     every momentum is still updated in place (its new array lives in the old buffer)."""
