@@ -51,8 +51,13 @@ LIVE_CACHES: "weakref.WeakSet[CachedOp]" = weakref.WeakSet()  # for inspect.comp
 _TOKENS = itertools.count()  # names a CompiledForward in recorded programs' keys
 
 
+# the usual types first: isinstance(x, jax.Array) asks jax.Array's metaclass, 0.37 us for a recorded value
+# against 0.04 us for the type lookup (timeit)
+_ARRAY_TYPES = frozenset({_lazy.ArrayImpl, _lazy.LazyArray, np.ndarray})
+
+
 def is_array(x: Any) -> bool:
-    return isinstance(x, (jax.Array, np.ndarray))
+    return type(x) in _ARRAY_TYPES or isinstance(x, (jax.Array, np.ndarray))
 
 
 class ArgSpec:
