@@ -163,12 +163,13 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     head_grads = _head_grads(heads, head_grads, "backward()")
     head_slots = [tape.slot_of(h) for h in heads]
     needed = tape.depends_on(head_slots, tape.freed() if tape.freed_heads else None)
-    recorded, recorded_slots = tape.recording.reads()
+    recorded, recorded_slots, wrt_avals = tape.recording.reads()
     requests = list(map(_GRAD_REQ, recorded))
     if "null" not in requests and needed.issuperset(recorded_slots):
         trainable = params = recorded  # the common case: every parameter read is trained and reached
         wrt = list(recorded_slots)
     else:
+        wrt_avals = None
         trained = [(p, s) for p, s, req in zip(recorded, recorded_slots, requests) if req != "null"]
         trainable = [p for p, _ in trained]
         params = [p for p, s in trained if s in needed]
@@ -187,7 +188,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
                 "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
         return  # nothing trainable was recorded: no gradient to write
-    _context.current().mode.store_grads(_GradWrite(tape, heads, head_grads, params, requests, wrt))
+    _context.current().mode.store_grads(_GradWrite(tape, heads, head_grads, params, requests, wrt, wrt_avals))
     if not retain_graph:
         tape.free(head_slots)
 
@@ -195,11 +196,12 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 class _GradWrite:
     """The gradients of one ``backward``, stored as the current mode says (:meth:`hybrid._core.modes.Mode.store_grads`)."""
 
-    __slots__ = ("tape", "heads", "head_grads", "params", "requests", "wrt")
+    __slots__ = ("tape", "heads", "head_grads", "params", "requests", "wrt", "wrt_avals")
 
-    def __init__(self, tape: _lazy.Tape, heads: list, head_grads: list, params: list, requests: list, wrt: list):
+    def __init__(self, tape: _lazy.Tape, heads: list, head_grads: list, params: list, requests: list, wrt: list,
+                 wrt_avals: list | None):
         self.tape, self.heads, self.head_grads = tape, heads, head_grads
-        self.params, self.requests, self.wrt = params, requests, wrt
+        self.params, self.requests, self.wrt, self.wrt_avals = params, requests, wrt, wrt_avals
 
     def outside(self) -> None:
         """On the parameters: computed with the recording's next run."""
@@ -207,8 +209,9 @@ class _GradWrite:
         if self.requests.count("write") == len(self.requests):
             # the common case, without a Python call per parameter: the step's program returns the
             # gradients packed, and they are split into arrays only if someone reads them
-            slots = tape.grad(self.heads, self.head_grads, self.wrt, False, slots_only=True)
-            set_grads(params, tape.packed(slots, functools.partial(_gradients_split, params)))
+            avals = self.wrt_avals
+            slots = tape.grad(self.heads, self.head_grads, self.wrt, False, slots_only=True, avals=avals)
+            set_grads(params, tape.packed(slots, functools.partial(_gradients_split, params), avals))
             return
         new = self._accumulated()
 

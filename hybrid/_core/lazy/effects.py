@@ -95,11 +95,27 @@ class PackLayout:
 
 _LAYOUTS: dict[tuple, PackLayout] = {}
 _LAYOUT_BY_AVALS: dict[tuple, tuple] = {}  # ids of aval objects -> (the avals, their layout)
+_LAYOUT_BY_LIST: dict[int, tuple] = {}  # id of a list of avals -> (the list, its layout)
 
 
-def pack_layout(avals: list) -> PackLayout:
-    """The (cached) layout of arrays of ``avals``; found by the avals' identities first (the common
-    case: the same cached avals every step), else by their shapes and dtypes."""
+def pack_layout(avals: list, fixed: bool = False) -> PackLayout:
+    """The (cached) layout of arrays of ``avals``; found by the avals' identities (the common case: the
+    same cached avals every step), else by their shapes and dtypes. A ``fixed`` list (one that is never
+    changed, such as a compiled forward's parameter avals, passed every step) is found by its own
+    identity first: 4.5 -> 0.1 us for mlp33's 68 (timeit)."""
+    if not fixed:
+        return _layout_by_avals(avals)
+    hit = _LAYOUT_BY_LIST.get(id(avals))
+    if hit is not None and hit[0] is avals:
+        return hit[1]
+    layout = _layout_by_avals(avals)
+    if len(_LAYOUT_BY_LIST) > 256:
+        _LAYOUT_BY_LIST.clear()
+    _LAYOUT_BY_LIST[id(avals)] = (avals, layout)
+    return layout
+
+
+def _layout_by_avals(avals: list) -> PackLayout:
     ids = tuple([id(a) for a in avals])
     hit = _LAYOUT_BY_AVALS.get(ids)
     if hit is not None and all([a is b for a, b in zip(hit[0], avals)]):

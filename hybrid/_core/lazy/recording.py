@@ -20,6 +20,15 @@ class GradSpec(NamedTuple):
     cut: tuple
 
 
+class ParamRead(NamedTuple):
+    """Parameters read together (a compiled forward's): their consecutive input ``slots``, and ``avals``,
+    the reader's fixed list of their shapes and dtypes (the same object at every step)."""
+
+    params: Sequence
+    slots: range
+    avals: list
+
+
 class RegionSpec(NamedTuple):
     """A custom_jvp/custom_vjp call: its primal recorded as ``inner`` nodes from ``in_slots`` to
     ``out_slots``, replayed under the primitive with its ``rules`` and ``bind`` parameters."""
@@ -78,9 +87,9 @@ class Recording:
     Attributes:
         nodes: the staged operations, in order.
         param_slots: Parameter -> slot of the value read while recording (what ``backward`` differentiates).
-        first_read: the parameters of the first read of many (a compiled forward's), with their slots,
-            while no other parameter is read: kept as the two lists, so that the usual step (one such read)
-            builds no dict (:meth:`reads`, :meth:`slots_if_read`; ``param_slots`` adds them to the dict).
+        first_read: the first read of many parameters (a :class:`ParamRead`) while no other parameter is
+            read, kept as it is, so that the usual step (one such read) builds no dict (:meth:`reads`,
+            :meth:`slots_if_read`; ``param_slots`` adds it to the dict).
         tokens: what the recorded functions depend on (see ``programs.forget_token``).
         cacheable: False once an operation has unhashable parameters (its program is not cached).
         freed_heads: heads of each backward()/grad() that freed its graph, in order.
@@ -93,7 +102,7 @@ class Recording:
         self.slots = slots
         self.nodes: list[Node] = []
         self._param_slots: dict[Any, int] = {}
-        self.first_read: tuple[Sequence, range] | None = None
+        self.first_read: ParamRead | None = None
         self.tokens: set[int] = set()
         self.cacheable = True
         self.freed_heads: list[list[int]] = []
@@ -124,23 +133,24 @@ class Recording:
     def param_slots(self) -> dict[Any, int]:
         """Parameter -> slot of its value read on this tape, in read order (the first read of each counts)."""
         if self.first_read is not None:
-            params, slots = self.first_read
+            params, slots, _ = self.first_read
             self.first_read = None
             self._param_slots.update(zip(params, slots))  # it came first: the dict was empty
         return self._param_slots
 
-    def reads(self) -> tuple[Sequence, Sequence[int]]:
-        """The parameters read on this tape and their slots, in read order."""
+    def reads(self) -> tuple[Sequence, Sequence[int], list | None]:
+        """The parameters read on this tape, their slots in read order, and their avals when one read of
+        many has them all (else None)."""
         if self.first_read is not None:
             return self.first_read
         known = self._param_slots
-        return list(known), list(known.values())
+        return list(known), list(known.values()), None
 
     def slots_if_read(self, params: Sequence, values: Sequence) -> Sequence[int] | None:
         """The slots at which ``params`` were read, when the arrays read are still ``values``, else None."""
         first = self.first_read
-        if first is not None and len(first[0]) == len(params) and all(map(operator.is_, first[0], params)):
-            slots = first[1]
+        if first is not None and len(first.params) == len(params) and all(map(operator.is_, first.params, params)):
+            slots = first.slots
             at = self.slots.input_position[slots[0]]  # the slots of one read are consecutive inputs
             held = self.slots.input_values[at:at + len(slots)]
         else:
@@ -165,7 +175,7 @@ class Recording:
         if avals is not None and self.first_read is None and not self._param_slots:
             new = slots.inputs(values, avals)  # the first read on this tape (the usual step has one)
             if new is not None:
-                self.first_read = (params, new)
+                self.first_read = ParamRead(params, new, avals)
                 return new
         known = self.param_slots
         if avals is not None and known.keys().isdisjoint(params):

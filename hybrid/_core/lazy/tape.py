@@ -107,13 +107,15 @@ class Tape:
         slot = self.slots.input_ids[id(value)]
         return self.add("call", _identity, None, [slot], [self.aval(slot)], ("call", "identity"))[0]
 
-    def packed(self, slots: Sequence[int], on_split: Callable[[Any, list], None] | None = None) -> list[PackRef]:
+    def packed(self, slots: Sequence[int], on_split: Callable[[Any, list], None] | None = None,
+               avals: list | None = None) -> list[PackRef]:
         """References to the values of ``slots``, which the program computes packed (see
         :class:`~.effects.PackLayout`: small ones in one flat buffer per dtype, one output instead of one
         per array); :func:`~.effects.resolve` turns one into its value. The values are split together
-        when one is first needed: then ``on_split(pack, values)`` runs."""
-        member_avals = self.avals_of(slots)
-        layout = pack_layout(member_avals)
+        when one is first needed: then ``on_split(pack, values)`` runs. ``avals``: their shapes and
+        dtypes as a fixed list (see :func:`~.effects.pack_layout`), when the caller has one."""
+        member_avals = self.avals_of(slots) if avals is None else avals
+        layout = pack_layout(member_avals, fixed=avals is not None)
         pack = Pack(layout, on_split, self, slots, member_avals)
         buffers = self.add("call", layout.pack, None, slots, layout.buffer_avals, ("call", "pack", layout),
                            slots_only=True)
@@ -202,16 +204,17 @@ class Tape:
                         ("region", prim, rule_key, inner_key, tuple(out_slots)))
 
     def grad(self, heads: Sequence, head_grads: Sequence, wrt_slots: Sequence[int], create_graph: bool,
-             slots_only: bool = False) -> list:
-        """Stage the gradients of ``sum(head * head_grad)`` with respect to the values in ``wrt_slots``.
-        Values freed by an earlier differentiation (:meth:`free`) are constants of it."""
+             slots_only: bool = False, avals: list | None = None) -> list:
+        """Stage the gradients of ``sum(head * head_grad)`` with respect to the values in ``wrt_slots``
+        (whose ``avals`` the caller may know). Values freed by an earlier differentiation (:meth:`free`)
+        are constants of it."""
         head_slots = [self.slot_of(h) for h in heads]
         grad_slots = [None if g is None else self.slot_of(g) for g in head_grads]
         wrt_slots = list(wrt_slots)
         cut = tuple(sorted(self.freed())) if self.recording.freed_heads else ()
         ins = [s for s in head_slots + grad_slots if s is not None]
         spec = GradSpec(head_slots, grad_slots, wrt_slots, create_graph, cut)
-        return self.add("grad", None, spec, ins, self.avals_of(wrt_slots),
+        return self.add("grad", None, spec, ins, self.avals_of(wrt_slots) if avals is None else avals,
                         ("grad", tuple(head_slots), tuple(grad_slots), tuple(wrt_slots), create_graph, cut),
                         slots_only)
 
