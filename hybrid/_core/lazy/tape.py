@@ -278,15 +278,27 @@ class Tape:
         if self.released:
             return
         pending = [(s, t) for s, ref in self.live.items() if (t := ref()) is not None and t._value is None]
-        writes = self.effects.writes
+        writes, replaced = self.effects.writes, self.effects.replaced
         write_cells = list(writes)
+        if not (pending or write_cells):
+            if final:
+                self.release()
+            return
+        if replaced and len(write_cells) > 1:  # the writes that replace inputs first (see below)
+            write_cells.sort(key=lambda cell: cell not in replaced)
         write_slots = [s for cell in write_cells for s in writes[cell].slots]
-        if pending or write_cells:
-            donate, first = (self.effects.donation(write_cells)
-                             if final and self.effects.replaced and self.parent is core.eval_trace else ((), []))
-            # the replacement of every donated input first and in the same order, so that XLA gives it
-            # the donated buffer
-            self._run(first + [s for s, _ in pending] + write_slots, write_cells, donate, pending)
+        donate, first = (self.effects.donation(write_cells)
+                         if final and replaced and self.parent is core.eval_trace else ((), []))
+        pending_slots = [s for s, _ in pending]
+        # The replacement of every donated input comes first among the outputs, in the same order, so that
+        # XLA gives it the donated buffer. When the writes begin with those replacements (the step's update,
+        # every old array donated), they come first as they are; otherwise the replacements are requested
+        # once more in front (the program returns each slot once, and its results are spread again).
+        if write_slots[:len(first)] == first:
+            self._run(write_slots + pending_slots, write_cells, donate, pending, len(write_slots), 0)
+        else:
+            self._run(first + pending_slots + write_slots, write_cells, donate, pending, len(first),
+                      len(first) + len(pending))
         if final:
             self.release()
 
@@ -296,10 +308,11 @@ class Tape:
         self.recording.nodes, self.live = [], {}
         self.slots.release()
 
-    def _run(self, requested: list, write_cells: list, donate: tuple, pending: list) -> None:
-        """Run the program computing the slots ``requested`` (the donated inputs' replacements, then the
-        ``pending`` (slot, LazyArray) pairs' slots, then those of the writes of ``write_cells``), donating
-        the inputs at positions ``donate``; give the pending values and apply the writes."""
+    def _run(self, requested: list, write_cells: list, donate: tuple, pending: list, pending_at: int,
+             writes_at: int) -> None:
+        """Run the program computing the slots ``requested``, donating the inputs at positions ``donate``;
+        give the ``pending`` (slot, LazyArray) pairs their values, requested from ``pending_at`` on, and
+        apply the writes of ``write_cells``, whose slots are requested from ``writes_at`` on."""
         slots, recording = self.slots, self.recording
         key = ProgramKey(tuple(slots.key), tuple(requested), donate)
         cacheable = recording.cacheable
@@ -340,10 +353,9 @@ class Tape:
         del given
         if entry.picks is not None:  # one result per requested slot
             results = [results[i] for i in entry.picks]
-        at = len(donate)
-        for (_, tracer), value in zip(pending, results[at:]):
+        for (_, tracer), value in zip(pending, results[pending_at:]):
             tracer._value = value
-        at += len(pending)
+        at = writes_at
         writes = self.effects.take()
         for cell in write_cells:
             write = writes[cell]
