@@ -17,7 +17,7 @@ donated buffers. Printed, each as a ratio to the limit:
   without its Python);
 - the first step (tracing and compiling included), one fresh process per variant in interleaved rounds;
 - XLA's memory figure of the step's program (temporaries + arguments + outputs - aliased bytes),
-  with and without the gradients kept.
+  with and without the gradients kept, and the same for the suite's mlp784 and cnn.
 """
 from __future__ import annotations
 
@@ -141,14 +141,6 @@ def _first_step_once(variant: str) -> float:
     return float(out.stdout.split()[-1])
 
 
-def xla_bytes(program, *args) -> int:
-    import jax
-    specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jax.numpy.result_type(a)), args)
-    analysis = program.lower(*specs).compile().memory_analysis()
-    return int(analysis.temp_size_in_bytes + analysis.argument_size_in_bytes + analysis.output_size_in_bytes
-               - analysis.alias_size_in_bytes)
-
-
 def recorded_program_alone(variant: str) -> Callable[[], object]:
     """The recorded step's program of ``variant`` on its own: ``run()`` calls it with the donated
     outputs of the last call (its first outputs) as the next donated inputs, and returns its last output."""
@@ -159,6 +151,26 @@ def recorded_program_alone(variant: str) -> Callable[[], object]:
     program, donated, kept = capture_recorded_program(step)
     n = len(donated)
     return chained(lambda last: program(last[:n], kept), donated)
+
+
+def suite_step_bytes(model: str) -> tuple[int, int, int]:
+    """XLA's memory figure of the train step of the suite's ``model`` (benchmarks/suite): the hand-written
+    limit's, and the Gluon loop's with its gradients kept and with ``keep_grads=False``."""
+    import functools
+    from benchmarks.common import recorded_step_bytes
+    from benchmarks.suite import hybrid_models, jax_handwritten, spec
+    batch = spec.DEFAULT_BATCH[model]
+    figures = [jax_handwritten.build(model, batch).step_bytes()]
+    trainer = hybrid_models.Trainer
+    for keep in (True, False):
+        hybrid_models.Trainer = functools.partial(trainer, keep_grads=keep)
+        try:
+            case = hybrid_models.build(model, batch, "gluon_loop")
+        finally:
+            hybrid_models.Trainer = trainer
+        case.train_step()
+        figures.append(recorded_step_bytes(case.train_step))
+    return tuple(figures)
 
 
 def recorded_program_bytes(variant: str) -> int:
@@ -214,12 +226,18 @@ def main() -> None:
     for name, seconds in firsts.items():
         ratio = statistics.median(s / limit for s, limit in zip(seconds, firsts["limit"]))
         print(f"  {name:11s} {statistics.median(seconds):8.3f}  {ratio:5.2f}x")
-    limit_bytes = xla_bytes(program, *limit_args)
+    from benchmarks.common import program_bytes
+    limit_bytes = program_bytes(program, *limit_args)
     print("XLA memory of the step's program, bytes (temp + arguments + outputs - aliased)")
     print(f"  limit       {limit_bytes:10d}  1.00x")
     for variant in ("gluon_loop", "no_grads"):
         recorded = recorded_program_bytes(variant)
         print(f"  {variant:11s} {recorded:10d}  {recorded / limit_bytes:5.2f}x")
+    print("the same figure for the suite's models (benchmarks/suite): the limit, the Gluon loop keeping its gradients, "
+          "and with keep_grads=False")
+    for model in ("mlp784", "cnn"):
+        limit, kept, not_kept = suite_step_bytes(model)
+        print(f"  {model:11s} {limit:10d}  {kept:10d} {kept / limit:5.2f}x  {not_kept:10d} {not_kept / limit:5.2f}x")
 
 
 if __name__ == "__main__":

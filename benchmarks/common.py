@@ -97,13 +97,18 @@ def capture_recorded_program(run: Callable[[], object]) -> tuple[Callable, list,
     return captured["program"], captured["donated"], captured["kept"]
 
 
-def recorded_step_bytes(run: Callable[[], object]) -> int:
-    """XLA's memory figure (temporaries + arguments + outputs - aliased bytes) of the recorded program
-    that ``run()`` (one step of a recorded training loop) runs last."""
+def program_bytes(program: Callable, *args: object) -> int:
+    """XLA's memory figure (temporaries + arguments + outputs - aliased bytes) of the jitted ``program``
+    compiled for arguments shaped like ``args``."""
     import numpy as np
-    program, donated, kept = capture_recorded_program(run)
-    specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jax.numpy.result_type(a)),
-                                   (donated, kept))
+    specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jax.numpy.result_type(a)), args)
     analysis = program.lower(*specs).compile().memory_analysis()
     return int(analysis.temp_size_in_bytes + analysis.argument_size_in_bytes + analysis.output_size_in_bytes
                - analysis.alias_size_in_bytes)
+
+
+def recorded_step_bytes(run: Callable[[], object]) -> int:
+    """:func:`program_bytes` of the recorded program that ``run()`` (one step of a recorded training loop)
+    runs last."""
+    program, donated, kept = capture_recorded_program(run)
+    return program_bytes(program, donated, kept)

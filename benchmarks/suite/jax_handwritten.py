@@ -164,5 +164,9 @@ def build(model, batch, variant=None):
     def infer():
         return predict(live[0], live[2], x).block_until_ready()
 
+    def step_bytes():
+        from benchmarks.common import program_bytes
+        return program_bytes(step, live[0], live[1], live[2], x, y)
+
     return spec.Case(train_step, infer, n_params=sum(int(w.size) for w in params),
-                     n_state=sum(int(s.size) for s in state))
+                     n_state=sum(int(s.size) for s in state), step_bytes=step_bytes)

@@ -41,12 +41,14 @@ class Unavailable(Exception):
 
 class Case:
     """One built (framework, model): ``train_step()`` and ``infer()`` each run one full step on fixed data
-    and return only when its results are computed; ``train_step`` returns the batch loss (any array type)."""
+    and return only when its results are computed; ``train_step`` returns the batch loss (any array type).
+    ``step_bytes()``, where a framework gives it, is XLA's memory figure of the train step's program."""
 
     def __init__(self, train_step: Callable[[], Any], infer: Callable[[], Any], n_params: int, n_state: int,
-                 notes: str = ""):
+                 notes: str = "", step_bytes: Callable[[], int] | None = None):
         self.train_step, self.infer = train_step, infer
         self.n_params, self.n_state, self.notes = n_params, n_state, notes
+        self.step_bytes = step_bytes
 
 
 # -- parameter specifications ------------------------------------------------------------------
