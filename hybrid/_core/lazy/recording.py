@@ -172,17 +172,17 @@ class Recording:
         if not params:
             return []
         slots = self.slots
-        if avals is not None and self.first_read is None and not self._param_slots:
-            new = slots.inputs(values, avals)  # the first read on this tape (the usual step has one)
-            if new is not None:
-                self.first_read = ParamRead(params, new, avals)
-                return new
+        if avals is not None:
+            first = self.first_read is None and not self._param_slots  # the usual step reads once
+            if first or self.param_slots.keys().isdisjoint(params):
+                new = slots.inputs(values, avals)
+                if new is not None:
+                    if first:
+                        self.first_read = ParamRead(params, new, avals)
+                    else:
+                        self.param_slots.update(zip(params, new))
+                    return new
         known = self.param_slots
-        if avals is not None and known.keys().isdisjoint(params):
-            new = slots.inputs(values, avals)
-            if new is not None:
-                known.update(zip(params, new))
-                return new
         found = slots.slots_of(values, avals is None, tape)
         setdefault = known.setdefault
         for param, slot in zip(params, found):
