@@ -156,18 +156,12 @@ def recorded_program_alone(variant: str) -> Callable[[], object]:
 def suite_step_bytes(model: str) -> tuple[int, int, int]:
     """XLA's memory figure of the train step of the suite's ``model`` (benchmarks/suite): the hand-written
     limit's, and the Gluon loop's with its gradients kept and with ``keep_grads=False``."""
-    import functools
     from benchmarks.common import recorded_step_bytes
     from benchmarks.suite import hybrid_models, jax_handwritten, spec
     batch = spec.DEFAULT_BATCH[model]
     figures = [jax_handwritten.build(model, batch).step_bytes()]
-    trainer = hybrid_models.Trainer
     for keep in (True, False):
-        hybrid_models.Trainer = functools.partial(trainer, keep_grads=keep)
-        try:
-            case = hybrid_models.build(model, batch, "gluon_loop")
-        finally:
-            hybrid_models.Trainer = trainer
+        case = hybrid_models.build(model, batch, "gluon_loop", keep_grads=keep)
         case.train_step()
         figures.append(recorded_step_bytes(case.train_step))
     return tuple(figures)

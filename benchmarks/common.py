@@ -98,13 +98,12 @@ def capture_recorded_program(run: Callable[[], object]) -> tuple[Callable, list,
 
 
 def program_bytes(program: Callable, *args: object) -> int:
-    """XLA's memory figure (temporaries + arguments + outputs - aliased bytes) of the jitted ``program``
-    compiled for arguments shaped like ``args``."""
+    """XLA's memory figure (``hybrid._core.memory_report.xla_bytes``: temporaries + arguments + outputs -
+    aliased bytes) of the jitted ``program`` compiled for arguments shaped like ``args``."""
     import numpy as np
+    from hybrid._core.memory_report import xla_bytes
     specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jax.numpy.result_type(a)), args)
-    analysis = program.lower(*specs).compile().memory_analysis()
-    return int(analysis.temp_size_in_bytes + analysis.argument_size_in_bytes + analysis.output_size_in_bytes
-               - analysis.alias_size_in_bytes)
+    return xla_bytes(program.lower(*specs).compile())
 
 
 def recorded_step_bytes(run: Callable[[], object]) -> int:

@@ -144,7 +144,8 @@ def make_net(model: str) -> hybrid.HybridBlock:
 VARIANTS = ("eager", "hybridized", "gluon_loop", "mean_head", "compiled")
 
 
-def build(model: str, batch: int, variant: str = "eager") -> spec.Case:
+def build(model: str, batch: int, variant: str = "eager", keep_grads: bool = True) -> spec.Case:
+    """The train step and inference of ``model`` in ``variant``; ``keep_grads`` is the Trainer's."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown hybrid variant {variant!r}")
     compile_step = getattr(hybrid, "compile", None)
@@ -153,7 +154,7 @@ def build(model: str, batch: int, variant: str = "eager") -> spec.Case:
     net = make_net(model)
     loss_fn = loss.SoftmaxCELoss()
     trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": spec.LEARNING_RATE,
-                                                    "momentum": spec.MOMENTUM})
+                                                    "momentum": spec.MOMENTUM}, keep_grads=keep_grads)
     if variant != "eager":  # hybrid.compile takes the optimised graphs of hybridized blocks
         net.hybridize(static_alloc=True, static_shape=True)
     if variant in ("hybridized", "compiled"):
