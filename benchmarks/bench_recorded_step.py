@@ -13,6 +13,8 @@ donated buffers. Printed, each as a ratio to the limit:
 - the CPU time the calling thread spends per step in the same rounds: Python, dispatch, and the part of
   each program XLA:CPU runs in the calling thread (docs/benchmarks.md, "Retired investigations"). Other processes on the
   machine change it much less than the wall time;
+- how often the calling thread was preempted in those rounds (a round that waited for a core is slow
+  whatever the loop does);
 - the recorded step's program on its own, called back to back like the limit (what the loop would cost
   without its Python);
 - the first step (tracing and compiling included), one fresh process per variant in interleaved rounds;
@@ -86,7 +88,8 @@ def limit_step():
 
 
 def hybrid_step(variant: str):
-    """The Gluon loop: returns ``run() -> an updated parameter array``."""
+    """The Gluon loop: returns ``run() -> the step's loss`` (as the limit's ``run``; holding a parameter's
+    array instead would keep the next step from reusing its buffer)."""
     import hybrid
     from hybrid import Trainer, autograd, nn
     from hybrid import loss as losses
@@ -101,8 +104,6 @@ def hybrid_step(variant: str):
     loss_fn = losses.SoftmaxCELoss()
     trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": LR, "momentum": MOMENTUM},
                       keep_grads=variant != "no_grads")
-    weight = net[0].weight
-
     def step(x, y):
         with autograd.record():
             loss = loss_fn(net(x), y)
@@ -115,12 +116,21 @@ def hybrid_step(variant: str):
     step_fn = hybrid.compile(step) if variant == "compiled" else step
 
     def run():
-        step_fn(x, y)
-        return weight._data
+        return step_fn(x, y)
     return run
 
 
 VARIANTS = ("gluon_loop", "mean_head", "no_grads", "eager", "compiled")
+
+
+BUSY_ROUND = 5  # involuntary context switches in a round of steps that mark it as one that waited for a core
+
+
+def involuntary_switches() -> int:
+    """How often the calling thread has been preempted so far (Linux; 0 elsewhere)."""
+    import resource
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    return resource.getrusage(who).ru_nivcsw if who is not None else 0
 
 
 def first_steps(variants: tuple, rounds: int) -> dict[str, list[float]]:
@@ -190,15 +200,18 @@ def main() -> None:
             jax.block_until_ready(run())
     times: dict[str, list] = {name: [] for name in runs}
     cpu: dict[str, list] = {name: [] for name in runs}
+    preempted: dict[str, list] = {name: [] for name in runs}
     names = list(runs)
     for round_ in range(args.rounds):
         shift = round_ % len(names)  # the order rotates: the variant timed after another one pays for it alike
         for name in names[shift:] + names[:shift]:
             run = runs[name]
+            switches = involuntary_switches()
             start, start_cpu = time.perf_counter(), time.thread_time()
             for _ in range(args.steps):
                 out = run()
             cpu[name].append((time.thread_time() - start_cpu) / args.steps * 1e3)
+            preempted[name].append(involuntary_switches() - switches)
             jax.block_until_ready(out)
             times[name].append((time.perf_counter() - start) / args.steps * 1e3)
     for title, table in ((f"steady state, ms per step (median of {args.rounds} interleaved rounds of {args.steps} "
@@ -209,6 +222,11 @@ def main() -> None:
         print(title)
         for name, samples in table.items():
             print(f"  {name:11s} {statistics.median(samples):8.3f}  {statistics.median(samples) / base:5.2f}x")
+    print(f"the calling thread's involuntary context switches per round (it was runnable, but another thread had "
+          f"its core): mean, and rounds with more than {BUSY_ROUND}")
+    for name, counts in preempted.items():
+        busy = sum(count > BUSY_ROUND for count in counts)
+        print(f"  {name:11s} {statistics.mean(counts):8.1f}  {busy:2d} of {len(counts)}")
     alone = {"limit": limit, **{v: recorded_program_alone(v) for v in ("gluon_loop", "no_grads")}}
     alone_times = interleaved_medians(alone, repeats=args.rounds, warmup=10, inner=args.steps)
     print(f"the recorded step's program alone, called back to back, ms per call (median of {args.rounds} rounds)")
