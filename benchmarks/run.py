@@ -67,7 +67,8 @@ BENCHMARKS = {b.name: b for b in [
               args=SUITE_LOOP, writes="prefix"),
     Benchmark("recorded-step", "bench_recorded_step.py",
               "the mlp33 recorded Gluon loop, its l.mean() head, keep_grads=False, eager and hybrid.compile "
-              "against the donated one-program JAX step: time, calling thread's CPU time and preemptions, first step, memory",
+              "against the donated one-program JAX step: time, calling thread's CPU time and preemptions, first step, "
+              "memory",
               "Gluon loop and mean_head <= 1.3x, eager <= 1.5x, hybrid.compile <= 1.05x, first step <= 1.3x, "
               "memory with kept gradients <= 1.2x; on a GPU loop <= 1.6x, hybrid.compile <= 1.15x (issue 29)",
               args=("--rounds", "18")),
