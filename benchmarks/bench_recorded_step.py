@@ -104,6 +104,7 @@ def hybrid_step(variant: str):
     loss_fn = losses.SoftmaxCELoss()
     trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": LR, "momentum": MOMENTUM},
                       keep_grads=variant != "no_grads")
+
     def step(x, y):
         with autograd.record():
             loss = loss_fn(net(x), y)
