@@ -882,7 +882,7 @@ class HybridBlock(Block):
         Load them with ``hybrid.SymbolBlock.imports``. Raises RuntimeError before the first
         hybridized call, ``hybrid.export.ExportError`` for graphs with no file form.
         """
-        from .export.symbol_json import export_block
+        from .export.symbol_export import export_block
         return export_block(self, path, epoch)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -17,7 +17,7 @@ from .mxnet_params import parse_mxnet_params
 from .onnx import to_onnx
 from .params_file import load_parameter_file
 from .symbol_block import SymbolBlock
-from .symbol_json import export_block
+from .symbol_export import export_block
 
 __all__ = ["GraphBuilder", "SymbolBlock", "export_block", "save_checkpoint", "load_checkpoint", "list_checkpoints",
            "PendingCheckpoint",

@@ -1,5 +1,7 @@
 """The symbol file (``path-symbol.json``): a block's traced graphs, per input signature and mode.
 
+Written by :func:`hybrid._compiled.symbol_export.export_block` (``block.export``), read by ``SymbolBlock``.
+
 Layout (format ``hybrid-symbol``, version 1; see docs/file-formats.md)::
 
     {"format": "hybrid-symbol", "version": 1, "checksum": "sha256:...", "producer": "hybrid 0.1.0",
@@ -22,24 +24,19 @@ from typing import Any
 import jax
 import numpy as np
 
-from .. import autograd, serialization
-from .._core.cached_op import data_input_names, trace_block
-from ..graph.ir import Node
+from .. import serialization
 from . import codec
 from .errors import ExportError, FormatError
-from .graph_json import GraphDoc, decode_graph, encode_graph
-from .inline import inline_calls
+from .graph_json import GraphDoc, decode_graph
 from .jsonfile import encode, read_json, sha256_hex, verify_seal
 
-__all__ = ["FORMAT", "VERSION", "ParamSpec", "Signature", "SymbolFile", "export_block", "read_symbol_file",
+__all__ = ["FORMAT", "VERSION", "ParamSpec", "Signature", "SymbolFile", "write_symbol_files", "read_symbol_file",
            "decode_symbol", "RNG_INPUTS"]
 
 FORMAT = "hybrid-symbol"
 VERSION = 1
 RNG_INPUTS = ("rng_key", "rng_counter")
 _GRAD_REQS = ("write", "add", "null")
-_DEPLOY_HINT = ("Export it for deployment with hybrid.export.export_deployment (serialised StableHLO through "
-                "jax.export), which supports any JAX code.")
 
 
 @dataclass(frozen=True)
@@ -73,81 +70,14 @@ class SymbolFile:
 
 
 # -- writing --------------------------------------------------------------------------------------
-def _example_args(treedef: Any, parts: tuple) -> tuple:
-    leaves = []
-    for part in parts:
-        if len(part) == 3 and part[0] == "static":
-            raise ExportError(f"export supports array arguments only; the block was called with the Python "
-                              f"value {part[2]!r}. Pass it as an array, or make it a constructor argument")
-        shape, dtype = part
-        if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
-            raise ExportError(f"export does not support inputs of dtype {dtype}")
-        leaves.append(np.zeros(shape, dtype))
-    args = jax.tree_util.tree_unflatten(treedef, leaves)
-    if treedef != jax.tree_util.tree_structure((tuple(leaves), {})):
-        raise ExportError("export supports blocks called with positional array arguments only "
-                          "(no keyword arguments or nested inputs)")
-    return args
+def write_symbol_files(symbol_file: str, param_file: str, params: dict[str, Any], data_names: list[str],
+                       signatures: list[dict]) -> None:
+    """Write the symbol file and its parameter file as one group (both or neither).
 
-
-def _signatures(block: Any) -> list[tuple[Any, tuple]]:
-    op = getattr(block, "_cached_op", None)
-    if not getattr(block, "_active", False) or op is None or not op.entries:
-        raise RuntimeError(f"{type(block).__name__}.export: call hybridize() and then run forward at least once "
-                           "before export; every input shape used since then is exported")
-    seen: dict[tuple, None] = {}
-    for treedef, _training, parts, *_precision in op.entries:
-        seen.setdefault((treedef, parts), None)
-    return list(seen)
-
-
-def _describe(block: Any):
-    def describe(index: int, node: Node) -> str:
-        where = f"block '{node.scope}'" if node.scope else f"the forward of {type(block).__name__}"
-        return f"node #{index} {node.display_name()!r} in {where}"
-    return describe
-
-
-def export_block(block: Any, path: str, epoch: int = 0) -> tuple[str, str]:
-    """Write ``path-symbol.json`` and ``path-EEEE.params`` for a hybridized, called block.
-
-    Every input signature the block was called with is traced in predict and train
-    mode. Returns the two file names. Raises RuntimeError before the first
-    hybridized call, ExportError naming a node that has no file format.
+    ``params``: ``{name: parameter}`` (anything with ``data()``, ``shape``, ``dtype``, ``grad_req``,
+    ``differentiable``, ``lr_mult``, ``wd_mult``); ``signatures``: ``[{"inputs": [...], "graphs": {...}}]``
+    with graphs encoded by :func:`hybrid.export.graph_json.encode_graph`.
     """
-    if not isinstance(epoch, int) or epoch < 0:
-        raise ValueError(f"export: epoch must be a non-negative integer, got {epoch!r}")
-    names_by_param: dict[int, str] = {}
-    for name, param in block.collect_params().items():
-        names_by_param.setdefault(id(param), name)
-    params: dict[str, Any] = {}
-    signatures, data_names = [], None
-    describe = _describe(block)
-    for treedef, parts in _signatures(block):
-        args = _example_args(treedef, parts)
-        graphs = {}
-        leaves = jax.tree_util.tree_leaves(args)
-        inputs = [{"name": name, "shape": list(a.shape), "dtype": codec.dtype_name(a.dtype)}
-                  for name, a in zip(data_input_names(len(leaves)), leaves)]
-        for mode in ("predict", "train"):
-            with autograd.pause(train_mode=mode == "train"):
-                traced = trace_block(block, args)
-            state_names = [names_by_param[id(p)] for p in traced.state_params]
-            for param in traced.params:
-                params.setdefault(names_by_param[id(param)], param)
-            graph = inline_calls(traced.graph)
-            try:
-                graphs[mode] = encode_graph(graph, traced.n_outputs, traced.out_tree, state_names, describe)
-            except ExportError as exc:
-                raise ExportError(f"{type(block).__name__}.export: {exc}. {_DEPLOY_HINT}") from None
-        if graphs["train"] == graphs["predict"]:
-            del graphs["train"]
-        names = [entry["name"] for entry in inputs]
-        if data_names is not None and names != data_names:
-            raise ExportError("the block was called with different numbers of inputs; export one signature")
-        data_names = names
-        signatures.append({"inputs": inputs, "graphs": graphs})
-    symbol_file, param_file = f"{path}-symbol.json", f"{path}-{epoch:04d}.params"
     param_bytes = serialization.encode_arrays({name: np.asarray(param.data()) for name, param in params.items()})
     doc = {"format": FORMAT, "version": VERSION, "producer": _producer(),
            "params": [_encode_param(name, param) for name, param in params.items()], "data": data_names,
@@ -155,7 +85,6 @@ def export_block(block: Any, path: str, epoch: int = 0) -> tuple[str, str]:
     # the symbol file names the digest of its parameter file, so a pair that was not written together
     # (a crash between the two renames) is refused at import instead of computing neither model
     serialization.atomic_write_group([(param_file, param_bytes), (symbol_file, encode(doc))])
-    return symbol_file, param_file
 
 
 def _producer() -> str:
