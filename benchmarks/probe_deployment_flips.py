@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hybrid import nn  # noqa: E402
 from hybrid.export import FormatError, export_deployment, load_deployment  # noqa: E402
-from hybrid.export.jsonfile import sha256_hex  # noqa: E402
+from hybrid.formats.jsonfile import sha256_hex  # noqa: E402
 
 
 def _children() -> list[int]:

@@ -8,10 +8,10 @@ from . import autograd, data, errors, graph, init, loss, lr_scheduler, metric, n
 from . import rnn
 from . import distributed
 from .block import Block, HybridBlock
-from ._core.compile import CompiledStep, compile
+from ._compiled.compile import CompiledStep, compile
 from . import export
 from .export import SymbolBlock
-from ._core.inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
+from ._compiled.inspect import CacheEntry, Inspection, compile_caches, inspect, memory_plan
 from .compile_log import set_verbosity
 from .compilation_cache import get_compilation_cache, set_compilation_cache
 from .graph.memory.remat import RematPlan

@@ -16,20 +16,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core import (
-    cached_op as _cached_op,
-    context as _context,
-    functional as _functional,
-    gluon1 as _gluon1,
-    lazy as _lazy,
-    state as _state,
-    structure as _structure,
-)
+from ._compiled import cached_op as _cached_op, state as _state, structure as _structure
+from ._core import context as _context, functional as _functional, lazy as _lazy
+from .gluon1 import blocks as _gluon1
 from . import autograd
 from . import init as _init
 from ._core.cells import ATTRIBUTE, Cell
 from ._core.watch import Watched
-from .interop.arrays import convert_inputs, needs_conversion
+from ._compiled.inputs import convert_inputs, needs_conversion
 from .errors import DeferredInitializationError, HybridizeError, ShapeError, locate
 from .graph.memory.remat import check_spec as check_remat
 from .graph.pipeline import resolve_passes
@@ -732,6 +726,7 @@ class Block(Watched, metaclass=_BlockMeta):
         """The computation; override in subclasses."""
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
+    @_structure.generic_infer_shape
     def infer_shape(self, *args: Any, **kwargs: Any) -> None:
         """Fill in unknown parameter shapes from the first inputs; override in layers that defer."""
         unknown = [f"{name} {p.shape}" for name, p in self._reg_params.items() if not p.is_initialized]
@@ -882,7 +877,7 @@ class HybridBlock(Block):
         Load them with ``hybrid.SymbolBlock.imports``. Raises RuntimeError before the first
         hybridized call, ``hybrid.export.ExportError`` for graphs with no file form.
         """
-        from .export.symbol_export import export_block
+        from ._compiled.symbol_export import export_block
         return export_block(self, path, epoch)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -926,9 +921,10 @@ class HybridBlock(Block):
 
     _gluon1 = False
 
+    @_structure.generic_infer_shape
     def infer_shape(self, *args: Any, **kwargs: Any) -> None:
         """Fill in unknown parameter shapes from the first inputs. For a ``hybrid_forward`` block: from
-        the operators its parameters are passed to (see :mod:`hybrid._core.gluon1`); layers override it."""
+        the operators its parameters are passed to (see :mod:`hybrid.gluon1.blocks`); layers override it."""
         if not self._gluon1:
             return super().infer_shape(*args, **kwargs)
         _gluon1.infer_shapes(self, args, kwargs)

@@ -94,13 +94,6 @@ class GradState:
         return value
 
 
-def set_grads(params: Sequence["Parameter"], grads: Sequence) -> None:
-    """Give each of ``params`` its fresh gradient (``grads`` may be references to packed values)."""
-    for param, grad in zip(params, grads):
-        state = param.grad_state
-        state.value, state.fresh, state.dropped = grad, True, False
-
-
 def data_of(params: Sequence["Parameter"]) -> list:
     """The arrays ``params`` hold (their stored data, or LazyArrays of a recording writing them; not read
     through a recording or a compiled step's frame)."""
@@ -758,7 +751,7 @@ def save_parameter_file(filename: str, named: Iterable[tuple[str, Parameter]], w
     ends so (atomically); ``deduplicate`` keeps a
     Parameter listed under several names only under its first. Raises, before writing, for a parameter
     without data, naming ``who``, the file and the parameter."""
-    from .export.params_file import save_parameter_arrays
+    from .formats.params_file import save_parameter_arrays
     arrays, seen = {}, set()
     for name, param in named:
         if deduplicate and id(param) in seen:
@@ -783,8 +776,8 @@ def parameter_file_loader(params: Mapping[str, Parameter], filename: str, data: 
     """Loading of a parameter file into ``params`` (by name) in two phases: read and check everything now
     (from ``data`` when given, the file's bytes), and return the function that applies it (which cannot
     fail). ``owner`` names the receiver in error messages."""
-    from .export.mxnet_params import TargetNames
-    from .export.params_file import load_parameter_file
+    from .formats.mxnet_params import TargetNames
+    from .formats.params_file import load_parameter_file
     if dtype_source not in ("current", "saved"):
         raise ValueError(f"{filename}: dtype_source must be 'current' or 'saved', got {dtype_source!r}")
     plan: list = []  # (parameter, name, dtype to cast it to or None)

@@ -16,7 +16,7 @@ import numpy as np
 from ._core import cells as _cells, compat as _compat, context as _context, functional as _functional
 from ._core.cells import Cell
 from . import optimizer as _opt
-from . import serialization
+from .formats import serialization
 from .distributed.mesh import make_mesh
 from .distributed.placement import Placement, ShardingRules
 from .errors import StaleGradientError

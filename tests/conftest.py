@@ -21,7 +21,7 @@ def _fresh_state():
     """Each test starts from a fixed seed, predict mode, no recording, and no compiled program kept from an
     earlier test's discarded blocks (so a test's first call of a block traces and compiles)."""
     hybrid.random.seed(1234)
-    hybrid._core.cached_op.release_unused()
+    hybrid._compiled.cached_op.release_unused()
     autograd.set_recording(False)
     autograd.set_training(False)
     yield

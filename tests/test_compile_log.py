@@ -8,7 +8,8 @@ import pytest
 
 import hybrid
 from hybrid import Trainer, autograd, compile_log, loss, nn
-from hybrid._core import cached_op as _cached_op, lazy as _lazy
+from hybrid._compiled import cached_op as _cached_op
+from hybrid._core import lazy as _lazy
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 import hybrid
 from hybrid import SymbolBlock, Trainer, autograd, nn
 from hybrid.export import ExportError, FormatError, GraphBuilder, export_deployment, load_deployment
-from hybrid.export.jsonfile import seal
+from hybrid.formats.jsonfile import seal
 
 from conftest import assert_close
 from helpers import run_with_grads

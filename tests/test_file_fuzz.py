@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import hybrid
 from hybrid import SymbolBlock, nn, serialization
 from hybrid.export import FormatError, load_checkpoint, load_parameter_file, parse_mxnet_params, save_checkpoint
-from hybrid.export.jsonfile import seal
+from hybrid.formats.jsonfile import seal
 
 from helpers import conv_symbol, conv_weights, mx_params, processes
 
@@ -273,7 +273,7 @@ def test_fuzz_forged_deployment_with_a_matching_checksum(deployment, data):
     """A damaged module whose checksum file was recomputed (a forgery) is refused or runs; loading never
     takes the process down (each load compiles in a checking child process first)."""
     from hybrid.export import load_deployment
-    from hybrid.export.jsonfile import sha256_hex
+    from hybrid.formats.jsonfile import sha256_hex
     path, original = deployment
     forged = mutate(original, data.draw(mutations(len(original))))
     forged_path = path + ".forged"

@@ -59,7 +59,7 @@ def test_mxnet_saved_parameters_give_mxnets_outputs(name, naming):
 def test_parameter_names_are_mxnets(name):
     """Made inside name_scope with the prefix MXNet's fresh process gave the top block, the parameters'
     1.x names are the names of MXNet's prefixed file, in the same order."""
-    from hybrid.export.mxnet_params import parse_mxnet_params
+    from hybrid.formats.mxnet_params import parse_mxnet_params
     with open(os.path.join(HERE, f"{name}-prefixed.params"), "rb") as f:
         mxnet_names = list(parse_mxnet_params(f.read(), name))
     top = type(NETS[name]()).__name__.lower() + "0_"
@@ -140,14 +140,14 @@ RULE_CASES = json.load(open(os.path.join(HERE, "shape_rules.json")))
 @pytest.mark.parametrize("case", RULE_CASES, ids=lambda c: f"{c['op']}-{c['attrs']}")
 def test_inferred_parameter_shapes_are_mxnets(case):
     """The shapes hybrid infers for an operator's parameter inputs are what MXNet's shape inference gives."""
-    from hybrid._core.gluon1 import RULES
+    from hybrid.gluon1.blocks import RULES
     shapes = RULES[case["op"]](tuple(case["data"]), case["attrs"])
     for name, expected in case["params"].items():
         assert tuple(shapes[name]) == tuple(expected), name
 
 
 def test_shape_inference_accepts_mxnets_string_attributes():
-    from hybrid._core.gluon1 import RULES
+    from hybrid.gluon1.blocks import RULES
     shapes = RULES["Convolution"]((2, 6, 9, 9), {"kernel": "(3, 3)", "num_filter": "8", "num_group": "2"})
     assert shapes["weight"] == (8, 3, 3, 3)
     assert RULES["FullyConnected"]((4, 3, 5), {"num_hidden": "7", "flatten": "False"})["weight"] == (7, 5)

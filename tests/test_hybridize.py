@@ -5,7 +5,7 @@ import pytest
 
 import hybrid
 from hybrid import Block, HybridBlock, Parameter, autograd, init, nn
-from hybrid._core import cached_op as _cached_op
+from hybrid._compiled import cached_op as _cached_op
 from hybrid.errors import HybridizeError
 
 from conftest import assert_close

@@ -1,9 +1,13 @@
-"""The hybrid package's import graph has none of the cycles that were removed.
+"""The layering of the hybrid package, as a test: floors, no cycles, and imports that must never exist.
 
-The graph is read from the source with ``ast``: an edge ``a -> b`` for every ``from . import b``,
+The import graph is read from the source with ``ast``: an edge ``a -> b`` for every ``from . import b``,
 ``from .b import x``, ``import hybrid.b`` ... in module ``a``, at module level or inside a function.
-Edges to packages (their ``__init__``) are left out: importing ``hybrid.x`` runs ``hybrid/__init__``
-in any case.
+An import of a package's names is an edge to its ``__init__``; the root package ``hybrid`` and the
+importer's own enclosing packages are left out (importing ``hybrid.x.y`` runs them in any case).
+
+A *room* is a top-level entry of ``hybrid/``: a folder (all its modules) or a single module. Each room
+stands on one floor of :data:`FLOORS`; a room imports only rooms of its own floor or below, and no two
+rooms (and no two modules) import each other, directly or round a loop.
 """
 from __future__ import annotations
 
@@ -13,6 +17,49 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "hybrid"
+
+# From the ground up. A new top-level module or folder of hybrid/ gets a floor here.
+FLOORS: list[tuple[str, set[str]]] = [
+    ("vocabulary: errors, the compile log, process settings", {"errors", "compile_log", "compilation_cache"}),
+    ("the symbolic half: IR, ops, passes, memory planning, lowering", {"graph/"}),
+    ("file formats of names, arrays and graphs", {"formats/", "serialization", "recordio"}),
+    ("the runtime below Parameter: context, modes, recorder, backward engine", {"_core/"}),
+    ("randomness and initialisers", {"random", "init"}),
+    ("parameters", {"parameter"}),
+    ("autograd's public face", {"autograd"}),
+    ("what blocks are made of: compiled forwards, the Gluon 1.x library", {"_compiled/", "gluon1/"}),
+    ("blocks", {"block"}),
+    ("layers and networks", {"nn/", "rnn/", "loss", "model_zoo/", "symbol_block"}),
+    ("training and files that know blocks",
+     {"trainer", "optimizer/", "lr_scheduler", "metric", "data/", "export/", "distributed/", "utils"}),
+    ("on top of training", {"amp", "estimator/", "interop/"}),
+    ("the MXNet alias", {"mxnet/"}),
+]
+
+# (importer, imported): why this import runs up a floor. Keep it to a handful.
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
+
+# (importer prefix, imported prefix, why): never reached, directly or through other modules, at any level
+NEVER: list[tuple[str, str, str]] = [
+    ("hybrid._core", "hybrid.parameter", "the runtime serves Parameter through its doors and Protocols"),
+    ("hybrid._core", "hybrid.block", "the runtime never knows the layer API"),
+    ("hybrid._core", "hybrid.autograd", "autograd is the public face above the engine"),
+    ("hybrid._core", "hybrid.random", "the random stream is hybrid._core.stream"),
+    ("hybrid._core", "hybrid.export", "files are above the runtime"),
+    ("hybrid._core", "hybrid.mxnet", "the alias is the top floor"),
+    ("hybrid.graph", "hybrid._core", "graph/ is usable on any JAX function; the policy is handed in"),
+    ("hybrid.formats", "hybrid.parameter", "file formats take names and arrays"),
+    ("hybrid.formats", "hybrid.block", "file formats take names and arrays"),
+    ("hybrid.gluon1", "hybrid.mxnet", "the Gluon 1.x library serves the alias, not the other way round"),
+    ("hybrid.formats.checkpoint_backend", "hybrid.export.checkpoint", "a backend is looked up by the registry"),
+    ("hybrid.export.orbax_checkpoint", "hybrid.export.checkpoint", "a backend is looked up by the registry"),
+]
+
+# (importer, imported prefix, why): never imported by the importer's own code (it may reach it through others)
+NEVER_DIRECTLY: list[tuple[str, str, str]] = [
+    ("hybrid.trainer", "hybrid._core.lazy", "the trainer asks for an update (Tape.stage_update through the "
+     "gradients it holds); it never sees tape slots"),
+]
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -24,8 +71,8 @@ MODULES = {_module_name(p): p for p in ROOT.rglob("*.py")}
 PACKAGES = {_module_name(p) for p in ROOT.rglob("__init__.py")}
 
 
-def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
-    """The hybrid modules (not packages) one import statement loads."""
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """The hybrid modules and packages one import statement loads."""
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
@@ -36,7 +83,7 @@ def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
         else:
             prefix = node.module or ""
         names = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
-    return [n for n in names if n in MODULES and n not in PACKAGES]
+    return [n for n in names if n in MODULES]
 
 
 def _edges(module_level_only: bool) -> dict[str, set[str]]:
@@ -44,6 +91,8 @@ def _edges(module_level_only: bool) -> dict[str, set[str]]:
     for name, path in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
         is_package = path.name == "__init__.py"
+        parts = name.split(".")
+        enclosing = {".".join(parts[:i]) for i in range(1, len(parts))} | {name}
         stack: list[ast.AST] = [tree]
         while stack:
             node = stack.pop()
@@ -51,80 +100,155 @@ def _edges(module_level_only: bool) -> dict[str, set[str]]:
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and module_level_only:
                     continue
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
-                    graph[name].update(_targets(child, name, is_package))
+                    graph[name].update(t for t in _targets(child, name, is_package) if t not in enclosing)
                 stack.append(child)
     return graph
 
 
-def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
-    seen, todo = {start}, [start]
+def _room(module: str) -> str:
+    top = module.split(".")[1]
+    return top + "/" if (ROOT / top).is_dir() else top
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of ``graph`` with more than one node (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    found.append(sorted(part))
+    return found
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal_prefix: str) -> list[str] | None:
+    """A chain of imports from ``start`` to a module named ``goal_prefix`` or inside it, or None."""
+    came_from: dict[str, str | None] = {start: None}
+    todo = [start]
     while todo:
-        for nxt in graph[todo.pop()]:
-            if nxt == goal:
-                return True
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return False
+        current = todo.pop()
+        for nxt in sorted(graph[current]):
+            if nxt in came_from:
+                continue
+            came_from[nxt] = current
+            if nxt == goal_prefix or nxt.startswith(goal_prefix + "."):
+                chain, at = [], nxt
+                while at is not None:
+                    chain.append(at)
+                    at = came_from[at]
+                return chain[::-1]
+            todo.append(nxt)
+    return None
 
 
-MODULE_LEVEL = _edges(module_level_only=True)
 ALL_LEVELS = _edges(module_level_only=False)
+MODULE_LEVEL = _edges(module_level_only=True)
+FLOOR_OF = {room: i for i, (_, rooms) in enumerate(FLOORS) for room in rooms}
 
-# each removed cycle, as the chain of imports that closed it
-REMOVED = [
-    ("hybrid._core.functional", "hybrid.random"),
-    ("hybrid.export.checkpoint", "hybrid.export.orbax_checkpoint"),
-    ("hybrid.parameter", "hybrid.export.params_file", "hybrid.export.mxnet_params"),
-]
+
+def _room_graph() -> dict[str, set[str]]:
+    rooms: dict[str, set[str]] = {}
+    for a, targets in ALL_LEVELS.items():
+        if a == "hybrid":
+            continue
+        for b in targets:
+            if b != "hybrid" and _room(a) != _room(b):
+                rooms.setdefault(_room(a), set()).add(_room(b))
+    return rooms
 
 
 def test_graph_is_read():
-    # the graph sees the imports these modules are known to make
+    # the graph sees imports these modules are known to make, at module level and inside functions
+    assert "hybrid.formats.serialization" in MODULE_LEVEL["hybrid.formats.params_file"]
+    assert "hybrid._core.lazy" in MODULE_LEVEL["hybrid._core.gradients"]
     assert "hybrid.export.orbax_checkpoint" in ALL_LEVELS["hybrid.export.checkpoint"]
     assert "hybrid.export.orbax_checkpoint" not in MODULE_LEVEL["hybrid.export.checkpoint"]
-    assert "hybrid.export.params_file" in ALL_LEVELS["hybrid.parameter"]
-    assert "hybrid.export.mxnet_params" in MODULE_LEVEL["hybrid.export.params_file"]
-    assert "hybrid._core.context" in MODULE_LEVEL["hybrid.parameter"]
-    assert "hybrid.random" in ALL_LEVELS["hybrid._core.functional"]
+    assert "hybrid._compiled.symbol_export" in ALL_LEVELS["hybrid.block"]
+    assert "hybrid._compiled.symbol_export" not in MODULE_LEVEL["hybrid.block"]
 
 
-@pytest.mark.parametrize("chain", REMOVED, ids=lambda c: " -> ".join(m.rsplit(".", 1)[-1] for m in c))
-def test_removed_cycle_stays_removed(chain):
-    for module in chain:
-        assert module in MODULES, f"{module} no longer exists; update this test"
-    closing = [(a, b) for a, b in zip(chain, chain[1:] + chain[:1])]
-    direct = [f"{a} -> {b}" for a, b in closing if b in ALL_LEVELS[a]]
-    assert len(direct) < len(closing), f"the import cycle {' -> '.join(chain)} is back: {direct}"
-    for a in chain:
-        for b in chain:
-            if a != b:
-                assert not (_reaches(MODULE_LEVEL, a, b) and _reaches(MODULE_LEVEL, b, a)), \
-                    f"module-level imports make a cycle through {a} and {b}"
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    injected = {name: set(targets) for name, targets in ALL_LEVELS.items()}
+    injected["hybrid._core.lazy.trace"].add("hybrid.autograd")
+    assert any("hybrid.autograd" in part and "hybrid._core.lazy.trace" in part for part in _cycles(injected))
 
 
-def test_file_formats_and_backends_do_not_import_what_uses_them():
-    # file formats take names and arrays: they never reach Parameter, at module level or in a function
-    for module in ("hybrid.export.params_file", "hybrid.export.mxnet_params", "hybrid.export.safetensors_file"):
-        assert not _reaches(ALL_LEVELS, module, "hybrid.parameter"), f"{module} reaches hybrid.parameter"
-    # a checkpoint backend is looked up by the registry, never the other way round
-    assert not _reaches(ALL_LEVELS, "hybrid.export.orbax_checkpoint", "hybrid.export.checkpoint")
-    assert not _reaches(ALL_LEVELS, "hybrid.export.checkpoint_backend", "hybrid.export.checkpoint")
+def test_no_module_cycle_at_any_level():
+    assert _cycles(ALL_LEVELS) == []
+
+
+def test_no_folder_cycle():
+    assert _cycles(_room_graph()) == []
+
+
+def test_every_room_has_a_floor():
+    rooms = {_room(m) for m in MODULES if m != "hybrid"}
+    assert rooms - set(FLOOR_OF) == set(), "give these top-level modules or folders a floor in FLOORS"
+    assert set(FLOOR_OF) - rooms == set(), "these rooms of FLOORS no longer exist"
+
+
+def test_imports_run_down_the_floors():
+    upward = {}
+    for a, targets in ALL_LEVELS.items():
+        for b in targets:
+            if a != "hybrid" and b != "hybrid" and FLOOR_OF[_room(a)] < FLOOR_OF[_room(b)]:
+                upward[(a, b)] = f"{FLOORS[FLOOR_OF[_room(a)]][0]} -> {FLOORS[FLOOR_OF[_room(b)]][0]}"
+    unexplained = {edge: floors for edge, floors in upward.items() if edge not in ALLOWED_UPWARD}
+    assert unexplained == {}, "imports up a floor: move the code, or list the import in ALLOWED_UPWARD with a reason"
+    assert set(ALLOWED_UPWARD) <= set(upward), "ALLOWED_UPWARD lists imports that no longer exist"
+
+
+@pytest.mark.parametrize("importer,imported,why", NEVER, ids=[f"{a} -/-> {b}" for a, b, _ in NEVER])
+def test_never_imports(importer, imported, why):
+    starts = [m for m in MODULES if m == importer or m.startswith(importer + ".")]
+    assert starts, f"{importer} no longer exists; update this table"
+    for start in starts:
+        chain = _reaches(ALL_LEVELS, start, imported)
+        assert chain is None, f"{' -> '.join(chain)} ({why})"
+
+
+@pytest.mark.parametrize("importer,imported,why", NEVER_DIRECTLY, ids=[f"{a} -/-> {b}" for a, b, _ in NEVER_DIRECTLY])
+def test_never_imports_directly(importer, imported, why):
+    direct = [m for m in ALL_LEVELS[importer] if m == imported or m.startswith(imported + ".")]
+    assert direct == [], why
 
 
 def test_random_steps_out_of_frames_without_importing_them():
-    assert not _reaches(MODULE_LEVEL, "hybrid.random", "hybrid._core.functional")
-    assert not _reaches(MODULE_LEVEL, "hybrid._core.scopes", "hybrid._core.functional")
-
-
-def test_trainer_never_sees_the_recorder():
-    # the trainer asks the recording for an update (Tape.stage_update) through the gradients it holds;
-    # it imports nothing from hybrid._core.lazy, at module level or in a function
-    assert not any(m == "hybrid._core.lazy" or m.startswith("hybrid._core.lazy.") for m in ALL_LEVELS["hybrid.trainer"])
-    tree = ast.parse((ROOT / "trainer.py").read_text())
-    imported = [n for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for n in
-                [node.module or ""] + [a.name for a in node.names]]
-    assert not any(name == "lazy" or ".lazy" in name or name.startswith("lazy.") for name in imported)
+    assert _reaches(MODULE_LEVEL, "hybrid.random", "hybrid._core.functional") is None
+    assert _reaches(MODULE_LEVEL, "hybrid._core.scopes", "hybrid._core.functional") is None
 
 
 def test_jax_internals_are_imported_by_the_recorder_only():

@@ -8,7 +8,7 @@ import pytest
 
 import hybrid
 from hybrid import HybridBlock, Parameter, Trainer, autograd, init, loss, nn
-from hybrid._core import cached_op as _cached_op
+from hybrid._compiled import cached_op as _cached_op
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 

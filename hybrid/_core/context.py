@@ -8,7 +8,6 @@ read and written, where gradients go and where random keys come from:
 - ``frame``: the :class:`hybrid._core.functional.Frame` of a functional run (a hybridize trace, a
   ``value_and_grad``, a ``hybrid.compile`` step), or None when parameters hold their own values;
 - ``eager_only``: hybridized blocks run their Python forward (used by ``Block.summary``);
-- ``precision``: the mixed-precision policy in force (see :mod:`hybrid.graph.precision`);
 - ``mode``: the object that answers how parameters are read and written, blocks called, keys drawn
   and state written in this context (:mod:`hybrid._core.modes`); consumers ask it and never test which it is.
 
@@ -25,23 +24,20 @@ from .modes import call_depth, mode_of
 
 __all__ = ["Context", "current", "scope", "replace_current", "restore", "stack", "call_depth"]
 
-GLOBAL_PRECISION = object()  # precision: the process-wide policy (hybrid.graph.precision.set_global)
-
 
 class Context:
     """The current mode; immutable, replaced by :func:`scope`. ``mode`` (a :class:`hybrid._core.modes.Mode`)
     is computed from ``frame``, ``recording`` and ``tape`` when the context is made."""
 
-    __slots__ = ("training", "tape", "recording", "frame", "eager_only", "precision", "mode")
+    __slots__ = ("training", "tape", "recording", "frame", "eager_only", "mode")
 
     def __init__(self, training: bool = False, tape: Any = None, recording: bool = False, frame: Any = None,
-                 eager_only: bool = False, precision: Any = GLOBAL_PRECISION):
+                 eager_only: bool = False):
         self.training = training
         self.tape = tape            # the tape of the enclosing record(), kept across pause()
         self.recording = recording  # operations go on the tape
         self.frame = frame
         self.eager_only = eager_only
-        self.precision = precision  # the AMP policy of hybrid.graph.precision.use, or GLOBAL_PRECISION
         self.mode = mode_of(frame, recording, tape)
 
     def replace(self, **changes: Any) -> "Context":
@@ -50,7 +46,7 @@ class Context:
         return Context(**fields)
 
 
-_FIELDS = ("training", "tape", "recording", "frame", "eager_only", "precision")
+_FIELDS = ("training", "tape", "recording", "frame", "eager_only")
 
 
 class _Stack(threading.local):

@@ -18,7 +18,7 @@ import numpy as np
 
 from jax.experimental import io_callback
 
-from . import cells as _cells, context as _context, modes as _modes
+from . import cells as _cells, context as _context, modes as _modes, stream as _stream
 from .cells import Cell
 from .modes import holds_tracers  # noqa: F401 - also reached as _functional.holds_tracers
 from .scopes import no_frame  # noqa: F401 - also reached as _functional.no_frame
@@ -97,8 +97,7 @@ class Frame(_modes.Mode):
         if self.key is None:
             if self.parent is not None:
                 return self.parent.next_key()
-            from .. import random as _random
-            self.key = _random.next_key_eager()
+            self.key = _stream.next_key_eager()
         self.key_count += 1
         return jax.random.fold_in(self.key, self.key_count)
 
@@ -265,9 +264,8 @@ class CompileFrame(Frame):
 
     def next_key(self) -> jax.Array:
         if self.key is None:
-            from .. import random as _random
-            base = self.host_input(Cell(_cells.RNG_BASE), _random.base_key, (), _random.base_key().dtype)
-            counter = self.host_input(Cell(_cells.RNG_COUNTER), _random.next_counter, (), jnp.uint32)
+            base = self.host_input(Cell(_cells.RNG_BASE), _stream.base_key, (), _stream.base_key().dtype)
+            counter = self.host_input(Cell(_cells.RNG_COUNTER), _stream.next_counter, (), jnp.uint32)
             self.key = jax.random.fold_in(base, counter)
         self.key_count += 1
         return jax.random.fold_in(self.key, self.key_count)

@@ -8,16 +8,16 @@
 
 File formats are described in docs/file-formats.md.
 """
-from .builder import GraphBuilder
+from ..formats.builder import GraphBuilder
 from .checkpoint import PendingCheckpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from .deploy import export_deployment, load_deployment
-from .errors import ExportError, FormatError
-from .graph_json import NodeCodec, register_node_codec
-from .mxnet_params import parse_mxnet_params
+from ..errors import ExportError, FormatError
+from ..formats.graph_json import NodeCodec, register_node_codec
+from ..formats.mxnet_params import parse_mxnet_params
 from .onnx import to_onnx
-from .params_file import load_parameter_file
-from .symbol_block import SymbolBlock
-from .symbol_export import export_block
+from ..formats.params_file import load_parameter_file
+from ..symbol_block import SymbolBlock
+from .._compiled.symbol_export import export_block
 
 __all__ = ["GraphBuilder", "SymbolBlock", "export_block", "save_checkpoint", "load_checkpoint", "list_checkpoints",
            "PendingCheckpoint",

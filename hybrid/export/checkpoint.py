@@ -34,9 +34,9 @@ import threading
 from typing import Any, Callable
 
 from .. import random as _random
-from ..serialization import FormatError, fsync_directory
-from .checkpoint_backend import Backend, check_file_entry  # noqa: F401 - check_file_entry: also importable from here
-from .jsonfile import MAX_DEPTH, read_json, write_json
+from ..formats.serialization import FormatError, fsync_directory
+from ..formats.checkpoint_backend import Backend, check_file_entry  # noqa: F401 - check_file_entry: also importable from here
+from ..formats.jsonfile import MAX_DEPTH, read_json, write_json
 
 __all__ = ["save_checkpoint", "load_checkpoint", "list_checkpoints", "PendingCheckpoint"]
 

@@ -20,8 +20,8 @@ import jax
 
 from .._core import functional as _functional
 from .. import autograd
-from ..serialization import FormatError, atomic_write, read_limited
-from .jsonfile import sha256_hex
+from ..formats.serialization import FormatError, atomic_write, read_limited
+from ..formats.jsonfile import sha256_hex
 
 __all__ = ["export_deployment", "load_deployment"]
 

@@ -21,9 +21,9 @@ from jax.extend import core as jcore
 
 from .._core import lazy as _lazy
 from .. import autograd
-from .._core.cached_op import data_input_names
-from ..serialization import atomic_write
-from .errors import ExportError
+from .._compiled.cached_op import data_input_names
+from ..formats.serialization import atomic_write
+from ..errors import ExportError
 
 __all__ = ["to_onnx"]
 

@@ -28,8 +28,8 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec
 
 from ..distributed.placement import parameter_sharding
-from ..serialization import FormatError
-from .checkpoint_backend import Backend, check_file_entry
+from ..formats.serialization import FormatError
+from ..formats.checkpoint_backend import Backend, check_file_entry
 
 __all__ = ["OrbaxBackend"]
 

@@ -16,12 +16,11 @@ or ``hybrid.amp.convert_hybrid_block`` sets one.
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import jax.numpy as jnp
-
-from .._core import context as _context
 
 __all__ = ["Policy", "current", "set_global", "use", "floating_to", "PRECISIONS"]
 
@@ -66,13 +65,20 @@ def _cast(value: Any, dtype: Any) -> Any:
 
 
 _GLOBAL: list[Policy | None] = [None]
+_UNSET = object()  # no use() in force in this thread: the global policy applies
+
+
+class _Scoped(threading.local):
+    policy: Any = _UNSET
+
+
+_scoped = _Scoped()
 
 
 def current() -> Policy | None:
-    """The policy in force: the innermost :func:`use` (part of the execution context), else the global
-    one (``amp.init``)."""
-    policy = _context.current().precision
-    return _GLOBAL[0] if policy is _context.GLOBAL_PRECISION else policy
+    """The policy in force: the innermost :func:`use` of this thread, else the global one (``amp.init``)."""
+    policy = _scoped.policy
+    return _GLOBAL[0] if policy is _UNSET else policy
 
 
 def set_global(policy: Policy | None) -> None:
@@ -83,8 +89,11 @@ def set_global(policy: Policy | None) -> None:
 @contextlib.contextmanager
 def use(policy: Policy | None) -> Iterator[None]:
     """Run the body under ``policy`` (in this thread)."""
-    with _context.scope(precision=policy):
+    previous, _scoped.policy = _scoped.policy, policy
+    try:
         yield
+    finally:
+        _scoped.policy = previous
 
 
 def floating_to(values: Sequence[Any], dtype: Any) -> list:

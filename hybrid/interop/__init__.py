@@ -1,7 +1,7 @@
 """Exchanging models, parameters and arrays with other frameworks.
 
 ``hybrid.interop.torch``: PyTorch ``state_dict``s in hybrid networks (torch is an optional extra and is
-imported only when used). ``hybrid.interop.arrays``: the conversion of foreign inputs (PyTorch tensors,
+imported only when used). ``hybrid._compiled.inputs``: the conversion of foreign inputs (PyTorch tensors,
 lists of numbers) at a block's call.
 """
 from __future__ import annotations

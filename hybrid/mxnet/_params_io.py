@@ -7,8 +7,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..export.mxnet_params import LIST_MAGIC, is_mxnet_params, parse_mxnet_params
-from ..serialization import FormatError, atomic_write, read_limited
+from ..formats.mxnet_params import LIST_MAGIC, is_mxnet_params, parse_mxnet_params
+from ..formats.serialization import FormatError, atomic_write, read_limited
 
 __all__ = ["save", "load"]
 

@@ -56,7 +56,7 @@ _ABSENT = object()
 
 
 def _F() -> Any:
-    from .ops import F
+    from ..gluon1.ops import F
     return F
 
 

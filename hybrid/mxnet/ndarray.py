@@ -131,7 +131,7 @@ def waitall() -> None:
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
-    from .ops import F
+    from ..gluon1.ops import F
     try:
         value = getattr(F, name)
     except AttributeError:

@@ -16,7 +16,7 @@ import os
 from typing import Any, Sequence
 
 from . import array_methods as _array_methods
-from ..serialization import FormatError, read_limited
+from ..formats.serialization import FormatError, read_limited
 
 __all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "zeros", "ones", "full", "arange"]
 
@@ -153,7 +153,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(name)
     from . import ndarray
     if name in ("contrib", "linalg", "random", "image"):
-        from .ops import F
+        from ..gluon1.ops import F
         return getattr(F, name)
     try:
         value = getattr(ndarray, name)

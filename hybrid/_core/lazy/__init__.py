@@ -37,6 +37,7 @@ from .trace import (
     eval_trace,
     parent_trace,
     recording_trace,
+    set_backward_engine,
     set_trace,
     staged_out,
     under_transform,
@@ -45,4 +46,4 @@ from .trace import (
 __all__ = ["LazyArray", "Tape", "concrete", "resolve", "is_member", "pack_of", "open_tape", "check_jax_version",
            "SUPPORTED_JAX", "Cell", "PackRef", "Stats", "forget_token", "cached_programs", "PACK_BELOW_BYTES",
            "recording_trace", "parent_trace", "eval_trace", "current_trace", "under_transform", "staged_out",
-           "set_trace", "ArrayImpl", "Tracer", "LazyTrace", "MAX_PROGRAMS"]
+           "set_trace", "set_backward_engine", "ArrayImpl", "Tracer", "LazyTrace", "MAX_PROGRAMS"]

@@ -172,9 +172,7 @@ class LazyArray(core.Tracer):
 
     def backward(self, out_grad: Any = None, retain_graph: bool = False, train_mode: bool = True) -> None:
         """``autograd.backward(self, out_grad, retain_graph, train_mode)`` (Gluon's ``loss.backward()``)."""
-        from ... import autograd
-        autograd.backward(self, head_grads=None if out_grad is None else [out_grad], retain_graph=retain_graph,
-                          train_mode=train_mode)
+        _BACKWARD_ENGINE[0](self, out_grad, retain_graph, train_mode)
 
 
 # Reductions called as methods (``loss.mean()``, ``l.sum()``) and arithmetic operators on recorded values
@@ -257,6 +255,16 @@ class _NotRecorded:
 
 if not hasattr(ArrayImpl, "backward"):
     ArrayImpl.backward = _NotRecorded()
+
+# the backward engine (hybrid._core.gradients, which drives the tape from above the modes) registers
+# itself here, so that ``loss.backward()`` reaches it without the recorder importing it
+_BACKWARD_ENGINE: list[Callable] = [None]  # type: ignore[list-item]
+
+
+def set_backward_engine(engine: Callable) -> None:
+    """Make ``engine(head, out_grad, retain_graph, train_mode)`` the implementation of ``LazyArray.backward``."""
+    _BACKWARD_ENGINE[0] = engine
+
 
 Tracer = core.Tracer  # JAX's classes that other modules extend, named here where jax._src is imported
 

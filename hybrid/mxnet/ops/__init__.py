@@ -1,19 +1,4 @@
-"""One table of MXNet operators with MXNet's attribute semantics.
-
-It serves as ``F`` in Gluon 1.x ``hybrid_forward`` (MXNet's ``nd`` and ``sym`` faces at once: the same
-calls work on concrete arrays and under tracing) and as the MXNet symbol importer
-(:mod:`hybrid.export.mxnet_symbol`). ``OPERATORS`` maps every MXNet name and alias to its :class:`Op`.
-"""
-from __future__ import annotations
-
-from . import contrib, detection, elementwise, image, index, nn, random, reduce, signatures, tensor  # noqa: F401
-from ._namespace import F, Namespace
-from .control_flow import attach as _attach_control_flow
-from ._registry import OPERATORS, Attrs, Op, OpContext, UnsupportedOperatorError, call_op, get_op, register
-from .tensor import mxnet_reshape
-
-signatures.apply(OPERATORS)
-_attach_control_flow(F.contrib)
-
-__all__ = ["F", "Attrs", "OpContext", "Op", "OPERATORS", "get_op", "call_op", "register", "Namespace",
-           "UnsupportedOperatorError", "mxnet_reshape"]
+"""MXNet's operator table, ``F`` of Gluon 1.x ``hybrid_forward``: implemented in :mod:`hybrid.gluon1.ops`."""
+from ...gluon1.ops import *  # noqa: F401,F403
+from ...gluon1.ops import __all__  # noqa: F401
+from ...gluon1.ops import contrib, detection, elementwise, image, index, nn, random, reduce, signatures, tensor  # noqa: F401

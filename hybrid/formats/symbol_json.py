@@ -11,7 +11,7 @@ Layout (format ``hybrid-symbol``, version 1; see docs/file-formats.md)::
      "signatures": [{"inputs": [{"name": "data", "shape": [4, 8], "dtype": "float32"}],
                      "graphs": {"predict": GRAPH, "train": GRAPH}}]}
 
-``GRAPH`` is described in :mod:`hybrid.export.graph_json`. ``train`` is present
+``GRAPH`` is described in :mod:`hybrid.formats.graph_json`. ``train`` is present
 only when it differs from ``predict`` (BatchNorm batch statistics, dropout).
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from .. import serialization
+from . import serialization
 from . import codec
-from .errors import ExportError, FormatError
+from ..errors import ExportError, FormatError
 from .graph_json import GraphDoc, decode_graph
 from .jsonfile import encode, read_json, sha256_hex, verify_seal
 
@@ -76,7 +76,7 @@ def write_symbol_files(symbol_file: str, param_file: str, params: dict[str, Any]
 
     ``params``: ``{name: parameter}`` (anything with ``data()``, ``shape``, ``dtype``, ``grad_req``,
     ``differentiable``, ``lr_mult``, ``wd_mult``); ``signatures``: ``[{"inputs": [...], "graphs": {...}}]``
-    with graphs encoded by :func:`hybrid.export.graph_json.encode_graph`.
+    with graphs encoded by :func:`hybrid.formats.graph_json.encode_graph`.
     """
     param_bytes = serialization.encode_arrays({name: np.asarray(param.data()) for name, param in params.items()})
     doc = {"format": FORMAT, "version": VERSION, "producer": _producer(),

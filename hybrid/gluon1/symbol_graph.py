@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .. import autograd
-from ..mxnet.ops import OPERATORS, Attrs, Op, OpContext
-from .errors import FormatError
-from .params_file import load_parameter_file
-from .symbol_json import ParamSpec
+from .ops import OPERATORS, Attrs, Op, OpContext
+from ..errors import FormatError
+from ..formats.params_file import load_parameter_file
+from ..formats.symbol_json import ParamSpec
 
 __all__ = ["MXNetProgram", "import_mxnet"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from ..serialization import FormatError
+from .serialization import FormatError
 
 __all__ = ["LIST_MAGIC", "is_mxnet_params", "parse_mxnet_params", "map_mxnet_names", "TargetNames"]
 

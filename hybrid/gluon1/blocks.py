@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 import jax
 import numpy as np
 
-from . import functional as _functional
+from .._core import functional as _functional
 from ..errors import DeferredInitializationError, ShapeError
 
 __all__ = ["operators", "infer_shapes", "Unknown", "RULES"]
@@ -29,14 +29,14 @@ def operators() -> Any:
     """MXNet's operator namespace, ``F`` of ``hybrid_forward`` (imported on first use)."""
     global _F
     if _F is None:
-        from ..mxnet.ops import F
+        from .ops import F
         _F = F
     return _F
 
 
 # -- what MXNet's shape inference gives each operator's parameter inputs --------------------------------
 def _attrs(attrs: Mapping[str, Any], op: str) -> Any:
-    from ..mxnet.ops import Attrs
+    from .ops import Attrs
     return Attrs(attrs, f"F.{op} (inferring parameter shapes)")
 
 
@@ -168,7 +168,7 @@ def _resolve(op: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         def fill(v: Any) -> Any:
             return v.resolve(tuple(known[0].shape), op) if isinstance(v, Unknown) else v
         return tuple(fill(a) for a in args), {k: fill(v) for k, v in kwargs.items()}
-    from ..mxnet.ops import get_op
+    from .ops import get_op
     names, rule = get_op(op).inputs, RULES[op]
     bound = dict(zip(names, args))
     bound.update((k, v) for k, v in kwargs.items() if k in names)
@@ -221,7 +221,7 @@ class StateWriting:
         self._states = states  # id(array passed to hybrid_forward) -> Parameter
 
     def __getattr__(self, name: str) -> Any:
-        from ..mxnet.ops import OPERATORS
+        from .ops import OPERATORS
         attr = getattr(self._namespace, name)
         op = OPERATORS.get(name)
         if op is None or not op.aux or not callable(attr):
@@ -230,7 +230,7 @@ class StateWriting:
 
     def _call(self, op: Any, label: str, args: tuple, kwargs: dict) -> Any:
         from .. import autograd
-        from ..mxnet.ops import Attrs, OpContext
+        from .ops import Attrs, OpContext
         names = op.inputs
         ins = list(args[:len(names)]) + [None] * max(0, len(names) - len(args))
         attrs = dict(zip(op.attr_order, args[len(names):]))

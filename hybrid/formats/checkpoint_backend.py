@@ -7,7 +7,7 @@ import os
 import tempfile
 from typing import Any, Callable
 
-from ..serialization import FormatError, read_limited
+from .serialization import FormatError, read_limited
 from .jsonfile import sha256_hex
 
 __all__ = ["Backend", "check_file_entry"]

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from jax import numpy as jnp
 
-from ..serialization import FormatError, atomic_write
+from .serialization import FormatError, atomic_write
 
 __all__ = ["is_safetensors_path", "looks_like_safetensors", "encode_safetensors", "parse_safetensors"]
 

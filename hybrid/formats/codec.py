@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from .errors import ExportError, FormatError
+from ..errors import ExportError, FormatError
 
 __all__ = ["MAX_DIM", "MAX_ELEMENTS", "dtype_name", "parse_dtype", "encode_value", "decode_value",
            "encode_tree", "decode_tree", "parse_shape", "encode_array", "decode_array", "check_finite"]

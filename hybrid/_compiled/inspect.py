@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import jax
 
-from . import lazy as _lazy
+from .._core import lazy as _lazy
 from .. import autograd, compile_log
 from .cached_op import LIVE_CACHES, CompiledForward, trace_block
 from .compile import LIVE_STEPS

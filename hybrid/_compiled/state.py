@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import context as _context, functional as _functional, lazy as _lazy
+from .._core import context as _context, functional as _functional, lazy as _lazy
 from ..errors import ShapeError
 
 __all__ = ["state_of", "apply_state", "load_state", "save_state_file", "load_state_file"]
@@ -120,13 +120,13 @@ def load_state(net: Any, state: Mapping) -> None:
 
 def save_state_file(net: Any, path: str | os.PathLike) -> None:
     """``net.save_state(path)``: the state as ``.safetensors`` (by the extension) or ``.npz``, atomically."""
-    from ..export.params_file import save_parameter_arrays
+    from ..formats.params_file import save_parameter_arrays
     save_parameter_arrays(path, {name: np.asarray(value) for name, value in state_of(net).items()})
 
 
 def load_state_file(net: Any, path: str | os.PathLike) -> None:
     """``net.load_state(path)``: a file written by ``save_state``, checked before anything changes."""
-    from ..export.params_file import load_parameter_file
+    from ..formats.params_file import load_parameter_file
     arrays = load_parameter_file(path)
     try:
         load_state(net, arrays)

@@ -26,7 +26,7 @@ from ..graph import ops
 from ..graph.ir import Graph, Node, Value
 from ..graph._lower import evaluate_node
 from . import codec, prims
-from .errors import ExportError, FormatError
+from ..errors import ExportError, FormatError
 
 __all__ = ["NodeCodec", "register_node_codec", "encode_graph", "decode_graph", "check_graph", "GraphDoc"]
 

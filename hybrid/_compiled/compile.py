@@ -24,13 +24,13 @@ from typing import Any, Callable
 
 import jax
 
-from . import context as _context, functional as _functional, lazy as _lazy
+from .._core import context as _context, functional as _functional, lazy as _lazy
 from .. import compile_log
-from . import memory_report
+from .._core import memory_report
 from ..graph.target import compiler_options
-from .watch import watch
+from .._core.watch import watch
 from ..parameter import assign_all, data_of
-from .cells import DATA, GRAD
+from .._core.cells import DATA, GRAD
 from .cached_op import _TRACER_ERRORS, ArgSpec, signature
 from ..graph import precision
 from ..errors import CompileError

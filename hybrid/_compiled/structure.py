@@ -16,13 +16,13 @@ from __future__ import annotations
 import enum
 import sys
 import types
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from .lazy import LazyArray
+from .._core.lazy import LazyArray
 
-__all__ = ["structure_key", "paths_of", "block_at", "deferred_leaf", "Paths"]
+__all__ = ["structure_key", "paths_of", "block_at", "deferred_leaf", "generic_infer_shape", "Paths"]
 
 # Attributes that name, cache or bookkeep; they do not change what a forward computes. Children and
 # parameters are keyed from ``_children`` and ``_reg_params``.
@@ -127,15 +127,20 @@ def structure_key(block: Any) -> Hashable | None:
         return None
 
 
+def generic_infer_shape(method: Callable) -> Callable:
+    """Mark ``method`` as a base class's ``infer_shape`` that no layer wrote for itself (Block's and
+    HybridBlock's): a block inheriting it infers no shapes by a method of its own."""
+    method.generic_infer_shape = True  # type: ignore[attr-defined]
+    return method
+
+
 def deferred_leaf(block: Any) -> bool:
     """Whether ``block`` has parameters waiting for their shapes, all of them its own (not its
     children's), and infers them from its inputs by a method of its own (so they can be initialised
     before tracing, as the trace would)."""
-    from ..block import Block, HybridBlock
     if not any(p.is_deferred for p in block.__dict__.get("_reg_params", {}).values()):
         return False
-    method = type(block).infer_shape
-    if method is Block.infer_shape or method is HybridBlock.infer_shape:
+    if getattr(type(block).infer_shape, "generic_infer_shape", False):
         return False
     descendants: list = []
     for child in block._children.values():

@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from ..serialization import FormatError, MAX_FILE_BYTES, atomic_write, read_limited
+from .serialization import FormatError, MAX_FILE_BYTES, atomic_write, read_limited
 
 __all__ = ["MAX_DEPTH", "dumps", "encode", "loads", "seal", "verify_seal", "write_json", "read_json", "sha256_hex"]
 

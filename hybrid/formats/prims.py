@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .errors import ExportError, FormatError
+from ..errors import ExportError, FormatError
 
 __all__ = ["primitive_table", "lookup", "encode_fixup", "decode_fixup", "INLINED_CALLS"]
 

@@ -22,22 +22,17 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from . import (
-    cells as _cells,
-    context as _context,
-    functional as _functional,
-    lazy as _lazy,
-    structure as _structure,
-)
+from .._core import cells as _cells, context as _context, functional as _functional, lazy as _lazy
+from . import structure as _structure
 from .. import compile_log
-from .cells import Cell
+from .._core.cells import Cell
 from .. import random as _random
-from .state_lock import state_lock
-from .watch import watch
+from .._core.state_lock import state_lock
+from .._core.watch import watch
 from ..errors import HybridizeError
 from ..graph._lower import lower as lower_graph
 from ..graph import hoist, pipeline, precision
-from .memory_report import xla_bytes
+from .._core.memory_report import xla_bytes
 from ..graph.target import compiler_options
 from ..graph.ir import Graph
 from ..graph.memory import remat
@@ -238,7 +233,7 @@ class Program:
     """One traced and optimised forward and its jitted entry points, positional in its parameters.
 
     It holds no block or parameter: :class:`CompiledForward` binds it to the parameters and blocks of
-    one tree, so structurally equal blocks share it (see :mod:`hybrid._core.structure`). Its ``token``
+    one tree, so structurally equal blocks share it (see :mod:`hybrid._compiled.structure`). Its ``token``
     names it in recorded programs' keys; they are released when it is."""
 
     def __init__(self, traced: TraceResult, passes: Sequence[str], remat: Any = None):
@@ -432,7 +427,7 @@ class CompiledForward:
         return results[:n_out], results[n_out:]
 
 
-# Programs by structure (see hybrid._core.structure): a block finds the program of an equal block, alive or
+# Programs by structure (see hybrid._compiled.structure): a block finds the program of an equal block, alive or
 # made recently (a block created inside every training step finds the previous step's).
 _SHARED: "OrderedDict[tuple, Program]" = OrderedDict()
 MAX_SHARED = 512
@@ -476,7 +471,7 @@ def _release(program: Program, user: "CachedOp") -> None:
 class CachedOp:
     """Per-block cache of compiled forwards, keyed by call signature.
 
-    A forward is looked up by the block's structure first (:mod:`hybrid._core.structure`): an equal
+    A forward is looked up by the block's structure first (:mod:`hybrid._compiled.structure`): an equal
     block's program is bound to this block's parameters, so equal blocks trace and compile once.
     It watches the blocks and parameters of its block's tree: a structural change to any of
     them (see :mod:`hybrid._core.watch`) clears it, and the next call looks up the new structure."""

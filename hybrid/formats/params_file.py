@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..serialization import FormatError, parse_npz, read_limited, save_arrays
+from .serialization import FormatError, parse_npz, read_limited, save_arrays
 from .mxnet_params import TargetNames, is_mxnet_params, map_mxnet_names, parse_mxnet_params
 from .safetensors_file import is_safetensors_path, looks_like_safetensors, parse_safetensors, save_safetensors
 
@@ -29,7 +29,7 @@ def load_parameter_file(path: str | os.PathLike, targets: TargetNames | None = N
 
     hybrid ``.npz`` and ``.safetensors`` files are read as they are. MXNet files are renamed to the
     structural names of ``targets`` (a block's parameter names) by the rules of
-    :func:`hybrid.export.mxnet_params.map_mxnet_names`. ``check({name: (shape, dtype)})``
+    :func:`hybrid.formats.mxnet_params.map_mxnet_names`. ``check({name: (shape, dtype)})``
     may refuse the file (by raising) before the arrays of an ``.npz`` are decompressed. ``data``,
     the file's bytes when the caller has read them already.
     Raises FileNotFoundError, or FormatError (a ValueError) naming the file and the problem.

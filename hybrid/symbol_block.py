@@ -15,19 +15,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core import functional as _functional
-from .. import autograd
-from .. import random as _random
-from ..block import HybridBlock
-from ..errors import ShapeError
-from ..graph.ir import Graph, Value
-from ..graph._lower import evaluate_node
-from ..parameter import Parameter
-from .builder import build_graph
-from ..serialization import FormatError, read_limited
-from .graph_json import GraphDoc, check_graph
-from .jsonfile import sha256_hex
-from .symbol_json import RNG_INPUTS, ParamSpec, SymbolFile, decode_symbol, read_symbol_file
+from ._core import functional as _functional
+from . import autograd
+from . import random as _random
+from .block import HybridBlock
+from .errors import ShapeError
+from .graph.ir import Graph, Value
+from .graph._lower import evaluate_node
+from .parameter import Parameter
+from .formats.builder import build_graph
+from .formats.serialization import FormatError, read_limited
+from .formats.graph_json import GraphDoc, check_graph
+from .formats.jsonfile import sha256_hex
+from .formats.symbol_json import RNG_INPUTS, ParamSpec, SymbolFile, decode_symbol, read_symbol_file
 
 __all__ = ["SymbolBlock"]
 
@@ -185,7 +185,7 @@ class SymbolBlock(HybridBlock):
         where = f"symbol file {os.fspath(symbol_file)!r}"
         names = [input_names] if isinstance(input_names, str) else input_names
         if kind == "mxnet":
-            from .mxnet_symbol import import_mxnet
+            from .gluon1.symbol_graph import import_mxnet
             return import_mxnet(cls, doc, where, names, param_file, device, allow_missing, ignore_extra)
         symbol = decode_symbol(doc, where)
         block = cls._create(_program_from(symbol, names, where), symbol.params)

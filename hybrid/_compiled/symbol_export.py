@@ -1,5 +1,5 @@
 """``block.export(path)``: a hybridized block's graphs, traced per input signature and mode, written as
-a symbol file and its parameter file (the format is :mod:`hybrid.export.symbol_json`)."""
+a symbol file and its parameter file (the format is :mod:`hybrid.formats.symbol_json`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,13 +8,13 @@ import jax
 import numpy as np
 
 from .. import autograd
-from .._core.cached_op import data_input_names, trace_block
+from .cached_op import data_input_names, trace_block
 from ..graph.ir import Node
-from . import codec
-from .errors import ExportError
-from .graph_json import encode_graph
-from .inline import inline_calls
-from .symbol_json import write_symbol_files
+from ..formats import codec
+from ..errors import ExportError
+from ..formats.graph_json import encode_graph
+from ..formats.inline import inline_calls
+from ..formats.symbol_json import write_symbol_files
 
 __all__ = ["export_block"]
 
