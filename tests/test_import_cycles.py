@@ -2,8 +2,10 @@
 
 The import graph is read from the source with ``ast``: an edge ``a -> b`` for every ``from . import b``,
 ``from .b import x``, ``import hybrid.b`` ... in module ``a``, at module level or inside a function.
-An import of a package's names is an edge to its ``__init__``; the root package ``hybrid`` and the
-importer's own enclosing packages are left out (importing ``hybrid.x.y`` runs them in any case).
+An import of a package's names is an edge to its ``__init__``, also from a module inside that package
+(a registry that a package's ``__init__`` defines and its submodules import is a cycle); importing a
+submodule does not count as an import of the enclosing packages, nor does anything taken from the root
+package ``hybrid`` (its ``__version__``).
 
 A *room* is a top-level entry of ``hybrid/``: a folder (all its modules) or a single module. Each room
 stands on one floor of :data:`FLOORS`; a room imports only rooms of its own floor or below, and no two
@@ -71,19 +73,20 @@ MODULES = {_module_name(p): p for p in ROOT.rglob("*.py")}
 PACKAGES = {_module_name(p) for p in ROOT.rglob("__init__.py")}
 
 
-def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
-    """The hybrid modules and packages one import statement loads."""
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> tuple[list[str], set[str]]:
+    """The hybrid modules and packages one import statement loads, and among them the packages whose own
+    names (not submodules) it takes."""
     if isinstance(node, ast.Import):
-        names = [alias.name for alias in node.names]
+        return [alias.name for alias in node.names if alias.name in MODULES], set()
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[:len(base) - (node.level - 1)]
+        prefix = ".".join(base + ([node.module] if node.module else []))
     else:
-        if node.level:
-            base = module.split(".") if is_package else module.split(".")[:-1]
-            base = base[:len(base) - (node.level - 1)]
-            prefix = ".".join(base + ([node.module] if node.module else []))
-        else:
-            prefix = node.module or ""
-        names = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
-    return [n for n in names if n in MODULES]
+        prefix = node.module or ""
+    names = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
+    takes_names = {prefix} if any(f"{prefix}.{a.name}" not in MODULES for a in node.names) else set()
+    return [n for n in names if n in MODULES], takes_names
 
 
 def _edges(module_level_only: bool) -> dict[str, set[str]]:
@@ -100,7 +103,8 @@ def _edges(module_level_only: bool) -> dict[str, set[str]]:
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and module_level_only:
                     continue
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
-                    graph[name].update(t for t in _targets(child, name, is_package) if t not in enclosing)
+                    targets, takes_names = _targets(child, name, is_package)
+                    graph[name].update(t for t in targets if t not in enclosing or t in takes_names and t != "hybrid")
                 stack.append(child)
     return graph
 

@@ -31,10 +31,10 @@ MODE_ATTRIBUTES = {"recording", "frame", "tape", "compile_frame", "whole_step", 
 # what may still read the mode, and why
 ALLOWED = {
     ("autograd.py", "is_recording"),          # the public question itself
-    ("_core/compile.py", "CompiledStep.__call__"),  # recording is part of a compiled step's cache key
+    ("_compiled/compile.py", "CompiledStep.__call__"),  # recording is part of a compiled step's cache key
     ("block.py", "Block._run_forward"),       # a traced block names its scope in the graph
     ("block.py", "Block._located_error"),     # errors of Python control flow, while tracing
-    ("export/symbol_block.py", "draw_rng"),   # the key inputs of an imported graph
+    ("symbol_block.py", "draw_rng"),   # the key inputs of an imported graph
 }
 
 

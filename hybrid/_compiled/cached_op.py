@@ -330,10 +330,6 @@ class Program:
                                                  time.perf_counter() - start, details))
         self.train_graph, self.remat_plan = graph, plan
 
-    def merge(self, state_values: Sequence, other_values: Sequence) -> list:
-        """Parameter values in graph order from the state and non-state lists."""
-        return _merge(self.state_index, self.other_index, state_values, other_values)
-
     def bind(self, root: Any) -> "CompiledForward | None":
         """This program bound to the objects of ``root``'s tree at its paths, or None when they are not
         all there with the shapes and dtypes it was traced for."""
@@ -431,11 +427,6 @@ class CompiledForward:
 # made recently (a block created inside every training step finds the previous step's).
 _SHARED: "OrderedDict[tuple, Program]" = OrderedDict()
 MAX_SHARED = 512
-
-
-def shared_programs() -> int:
-    """How many programs are kept for sharing by structure."""
-    return len(_SHARED)
 
 
 def _share(key: tuple, program: Program) -> None:
@@ -566,11 +557,6 @@ class CachedOp:
     def __call__(self, args: tuple) -> Any:
         entry, arrays = self.entry(args)
         return _context.stack.top.mode.run_cached(self, entry, arrays)
-
-    def record(self, args: tuple) -> Any:
-        """The call inside ``record()``: one node on the tape."""
-        entry, arrays = self.entry(args)
-        return self._run_recorded(entry, arrays, _context.current().mode)
 
     # -- how each mode runs an entry (hybrid._core.modes.Mode.run_cached) --
     def _run_eager(self, entry: CompiledForward, arrays: list) -> Any:

@@ -78,6 +78,8 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
             MXNet, the heads cannot be differentiated again and the values computed on their way are
             constants for later heads; values recorded afterwards can be differentiated by another
             ``backward`` in the same ``record()`` scope.
+        train_mode: accepted as MXNet's; it has no effect. The gradient is that of the forward as it
+            was recorded, whose training mode ``record(train_mode=...)`` set.
     Each reached parameter's ``grad()`` is written (``grad_req='write'``: a later backward overwrites it)
     or accumulated (``'add'``). The gradients are computed with the next value Python needs, or with
     the update at ``trainer.step``.
@@ -179,6 +181,7 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     Returns an array or a list matching ``variables``. With ``create_graph=True`` the
     gradients are themselves recorded, so a loss can use them (e.g. a gradient penalty).
     Unless ``retain_graph`` (default: ``create_graph``), the heads' graph is freed as by ``backward``.
+    ``train_mode`` is accepted as MXNet's and has no effect (as for :func:`backward`).
 
     Raises:
         AutogradError: a head was not computed inside ``record()``, or a variable was not used there.

@@ -153,7 +153,3 @@ class SlotRegistry:
             if aval is None:
                 return [self.aval(s) for s in slots]
         return found
-
-    def is_output(self, slot: int) -> bool:
-        """Whether ``slot`` is a node's output (not an input)."""
-        return self.input_position[slot] is None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..target import Target
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, const_value, is_scalar_const, make_op_node, types_of, use_counts
-from . import register_pass
+from ._registry import register_pass
 
 
 def _single(counts: dict, value: Value) -> Node | None:

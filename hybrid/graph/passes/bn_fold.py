@@ -24,7 +24,7 @@ from .. import ops
 from ..ir import Graph, Node
 from ..rewrite import Rewriter, make_op_node, types_of, use_counts
 from ..target import Target
-from . import register_pass
+from ._registry import register_pass
 
 
 def channel_axis(node: Node) -> int | None:

@@ -10,7 +10,7 @@ import numpy as np
 from ..target import Target
 from ..ir import Graph
 from ..rewrite import Rewriter, const_value
-from . import register_pass
+from ._registry import register_pass
 
 _SMALL_CONST = 64
 

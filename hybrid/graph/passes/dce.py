@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..ir import Graph
 from ..target import Target
-from . import register_pass
+from ._registry import register_pass
 
 
 @register_pass("dce")

@@ -12,7 +12,7 @@ from ..target import Target
 from ..ir import Graph
 from .._lower import evaluate_node
 from ..rewrite import Rewriter
-from . import register_pass
+from ._registry import register_pass
 
 _SMALL = 4096  # elements: results up to this size are always folded
 

@@ -24,7 +24,7 @@ from .._lower import inlining, lower, register_kind
 from ..ops import OpPattern, pattern_of
 from ..rewrite import Rewriter, extract_subgraph, use_counts
 from ..target import Target
-from . import register_pass
+from ._registry import register_pass
 
 
 class _Group:

@@ -11,7 +11,7 @@ from .. import ops
 from ..ir import Graph, Node
 from ..rewrite import Rewriter, make_op_node, positions, types_of
 from ..target import Target
-from . import register_pass
+from ._registry import register_pass
 
 
 def find_groups(graph: Graph) -> list[list[Node]]:

@@ -21,7 +21,7 @@ from .. import ops
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, make_op_node, types_of
 from ..target import Target
-from . import register_pass
+from ._registry import register_pass
 from .dce import dce
 from .simplify import simplify
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..target import Target
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, is_scalar_const, make_op_node, types_of
-from . import register_pass
+from ._registry import register_pass
 
 
 def _only_user(users: dict, value: Value, op: str | None = None) -> Node | None:

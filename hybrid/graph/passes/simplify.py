@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..target import Target
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, is_scalar_const
-from . import register_pass
+from ._registry import register_pass
 
 _IDENTITY_RIGHT = {"mul": 1, "div": 1, "add": 0, "sub": 0}
 _IDENTITY_LEFT = {"mul": 1, "add": 0}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..target import Target
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, make_op_node, types_of, use_counts
-from . import register_pass
+from ._registry import register_pass
 
 
 def _axis(node: Node) -> int:
