@@ -16,6 +16,18 @@ import hybrid  # noqa: E402
 from hybrid import autograd
 
 
+# The fast core subset, ``pytest -m core``: the layering rules and the imperative core, in about a minute.
+CORE_FILES = {"test_import_cycles.py", "test_parameter_interface.py", "test_modes.py", "test_parameter.py",
+              "test_parameter_state.py", "test_block.py", "test_autograd.py", "test_record.py", "test_trainer.py",
+              "test_graph.py", "test_op_traits.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in CORE_FILES:
+            item.add_marker(pytest.mark.core)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_state():
     """Each test starts from a fixed seed, predict mode, no recording, and no compiled program kept from an
