@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import matplotlib
 
@@ -16,7 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from benchmarks.suite import FRAMEWORKS, LIMIT  # noqa: E402
 
 
-def draw(results: dict, path: str) -> None:
+def draw(results: dict, path: Any) -> None:
+    """Draw ``results`` (a suite run's JSON) into ``path``, a file name or a binary file object, as PNG."""
     rows = [r for r in results["rows"] if "median_ms" in r]
     panels = list(dict.fromkeys((r["model"], r["mode"]) for r in rows))
     order = list(FRAMEWORKS)
@@ -44,7 +46,8 @@ def draw(results: dict, path: str) -> None:
         meta.get("date", "?"), meta.get("cpus_per_worker", "?"), meta.get("cpus", "?"),
         " ".join("%.1f" % v for v in meta.get("loadavg_start", []))), fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.985))
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, format="png")
+    plt.close(fig)
 
 
 if __name__ == "__main__":
