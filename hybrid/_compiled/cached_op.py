@@ -22,11 +22,10 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from .._core import cells as _cells, context as _context, functional as _functional, lazy as _lazy
+from .._core import cells as _cells, context as _context, functional as _functional, lazy as _lazy, stream as _stream
 from . import structure as _structure
 from .. import compile_log
 from .._core.cells import Cell
-from .. import random as _random
 from .._core.state_lock import state_lock
 from .._core.watch import watch
 from ..errors import HybridizeError
@@ -560,7 +559,7 @@ class CachedOp:
 
     # -- how each mode runs an entry (hybrid._core.modes.Mode.run_cached) --
     def _run_eager(self, entry: CompiledForward, arrays: list) -> Any:
-        rng = (_random.base_key(), _random.next_counter()) if entry.uses_rng else ()
+        rng = (_stream.base_key(), _stream.next_counter()) if entry.uses_rng else ()
         arrays = [_lazy.concrete(a) for a in entry.with_attributes(arrays)]
         with state_lock:
             state_values, other_values = entry.current_values()
