@@ -6,7 +6,7 @@ import itertools
 import json
 import operator
 import sys
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +23,9 @@ from .errors import StaleGradientError
 from ._core.state_lock import state_lock
 from ._core.watch import watch
 from .parameter import Parameter, assign_all, consume_grads, data_of, open_recording, unique_params
+
+if TYPE_CHECKING:
+    from .amp import LossScaler
 
 __all__ = ["Trainer"]
 
@@ -111,7 +114,7 @@ class Trainer:
         self._last_program: tuple | None = None  # (params, guard, program) of the last step
         self._flat_updates: dict[tuple, tuple] = {}
         self._device_scalars: dict[tuple, tuple] = {}
-        self._amp_loss_scaler: Any = None  # set by hybrid.amp.init_trainer
+        self._loss_scaler: LossScaler | None = None  # set by hybrid.amp.init_trainer
         self._trainable_cache: list[Parameter] | None = None
         watch(self, [*self._params, self._optimizer])
         self._placement: Placement | None = None
@@ -149,6 +152,34 @@ class Trainer:
     def mesh(self) -> Any:
         """The ``jax.sharding.Mesh`` the parameters live on, or None (single device)."""
         return self._placement.mesh if self._placement is not None else None
+
+    @property
+    def placement(self) -> Placement | None:
+        """Where the parameters and optimizer states live on the mesh, or None (single device)."""
+        return self._placement
+
+    @property
+    def loss_scaler(self) -> LossScaler | None:
+        """The ``hybrid.amp.LossScaler`` of this trainer (set by ``amp.init_trainer``), or None."""
+        return self._loss_scaler
+
+    @loss_scaler.setter
+    def loss_scaler(self, scaler: LossScaler | None) -> None:
+        self._loss_scaler = scaler
+
+    def name_of(self, param: Parameter) -> str | None:
+        """The structural name of ``param`` in this trainer, or None when it is not one of its parameters."""
+        return self._names.get(param)
+
+    def state_entries(self) -> list[tuple[str, Parameter, tuple | None]]:
+        """``(structural name, parameter, optimizer state)`` for each parameter, in the trainer's order; the
+        state is a tuple of arrays, or None before the parameter's first update."""
+        states = self._states
+        return [(self._names[p], p, states.get(p)) for p in self._params]
+
+    def trainable_params(self) -> list[Parameter]:
+        """The parameters ``step`` updates (``grad_req != 'null'``), in the trainer's order (a new list)."""
+        return list(self._trainable())
 
     def set_learning_rate(self, lr: float) -> None:
         """Change the learning rate (takes effect at the next step, without recompiling)."""
@@ -201,14 +232,14 @@ class Trainer:
                     "parameters in this iteration; if that is intended, call step(batch_size, "
                     "ignore_stale_grad=True) to skip them.")
             if not active:
-                if self._amp_loss_scaler is not None:
-                    self._amp_loss_scaler.begin_step()  # the scaled gradients of this step are not used
+                if self._loss_scaler is not None:
+                    self._loss_scaler.begin_step()  # the scaled gradients of this step are not used
                 return
         self._optimizer.rescale_grad = self._scale / batch_size
         rescale = np.float32(self._optimizer.rescale_grad)
         if self._placement is not None:
             self._placement.place_pending()  # parameters initialised at the first forward
-        scaler = self._amp_loss_scaler
+        scaler = self._loss_scaler
         guard = scaler.begin_step() if scaler is not None else None
         mode.apply_update(self, self._program(active, guard), active, rescale)
 
@@ -225,7 +256,7 @@ class Trainer:
 
     def _scaler_state(self, program: UpdateProgram) -> tuple:
         """The loss scaler's state when ``program`` checks for overflow (hybrid.amp), else ()."""
-        return self._amp_loss_scaler.state() if program.guard is not None else ()
+        return self._loss_scaler.state() if program.guard is not None else ()
 
     def _update_eager(self, program: UpdateProgram, active: list[Parameter], grads: list) -> None:
         """The update as the trainer's own program, on gradients that are arrays."""
@@ -243,7 +274,7 @@ class Trainer:
             param.grad_state.fresh = False
             self._states[param] = state
         if scaler_state:
-            self._amp_loss_scaler.set_state(scaler_state)
+            self._loss_scaler.set_state(scaler_state)
 
     def _update_recorded(self, recording: Any, program: UpdateProgram, active: list[Parameter], grads: list,
                          rescale: np.float32) -> None:
@@ -269,7 +300,7 @@ class Trainer:
             assign_all(active, values[:n])
             self._flat_states = (active, sizes, values[n:end])  # (any earlier ones were of `active` too)
             if guarded:
-                self._amp_loss_scaler.set_state(values[end:])
+                self._loss_scaler.set_state(values[end:])
 
         keep = self._keep_grads
         consume_grads(active, keep)
@@ -336,7 +367,7 @@ class Trainer:
             frame.write_cell(key, getter, functools.partial(self._states.__setitem__, param), state)
             param.mark_grad_consumed()
         if scaler_state:
-            self._amp_loss_scaler.set_state(scaler_state)
+            self._loss_scaler.set_state(scaler_state)
 
     def _states_of(self, params: list[Parameter]) -> list[tuple]:
         """The optimizer states of ``params``; missing ones are created together: filled on the host
@@ -414,13 +445,12 @@ class Trainer:
         arrays = {}
         meta = {"optimizer": type(self._optimizer).__name__, "num_update": self._optimizer.num_update,
                 "params": []}
-        for i, param in enumerate(self._params):
-            state = self._states.get(param)
-            meta["params"].append({"name": self._names[param], "n_state": -1 if state is None else len(state)})
+        for i, (name, _, state) in enumerate(self.state_entries()):
+            meta["params"].append({"name": name, "n_state": -1 if state is None else len(state)})
             for j, leaf in enumerate(state or ()):
                 arrays[f"{i}.{j}"] = np.asarray(leaf)
-        if self._amp_loss_scaler is not None:
-            meta["loss_scaler"] = self._amp_loss_scaler.state_dict()
+        if self._loss_scaler is not None:
+            meta["loss_scaler"] = self._loss_scaler.state_dict()
         arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         serialization.save_arrays(fname, arrays)
 
@@ -429,11 +459,11 @@ class Trainer:
 
         Raises ValueError (nothing changed) when the file belongs to another setup: another optimizer,
         other parameter names, states of other shapes, or damaged metadata."""
-        self._states_loader(fname)()
+        self.states_loader(fname)()
 
-    def _states_loader(self, fname: str, data: bytes | None = None) -> Callable[[], None]:
+    def states_loader(self, fname: str, data: bytes | None = None) -> Callable[[], None]:
         """:meth:`load_states` in two phases: read and check everything now (from ``data`` when given,
-        the file's bytes), and return the function that applies it."""
+        the file's bytes), and return the function that applies it. Raises as :meth:`load_states`."""
         arrays = serialization.load_arrays(fname) if data is None else serialization.parse_npz(data, fname)
         meta, by_name = _state_file_meta(fname, arrays)
         if meta["optimizer"] != type(self._optimizer).__name__:
@@ -460,22 +490,24 @@ class Trainer:
                 raise ValueError(f"{fname}: state of parameter {entry['name']!r} has shapes/dtypes {got}, "
                                  f"expected {tuple(expected)}")
             restored[param] = leaves
-        restore_scaler = self._scaler_restorer(meta.get("loss_scaler"), fname)
+        return functools.partial(self.states_restorer(meta["num_update"], meta.get("loss_scaler"), fname), restored)
 
-        def apply() -> None:
+    def states_restorer(self, num_update: int, loss_scaler: dict | None,
+                        where: str) -> Callable[[dict[Parameter, tuple]], None]:
+        """Check a saved loss scaler state (``LossScaler.state_dict()``, or None) now, and return the function
+        that takes the optimizer states by parameter (tuples of arrays) and makes them this trainer's, in
+        place of all others, with the update count ``num_update`` and that loss scaler state (kept without a
+        scaler or a saved state). Raises ValueError naming ``where`` for a loss scaler state that is not one."""
+        scaler = self._loss_scaler
+        checked = scaler.checked_state(loss_scaler, where) if loss_scaler is not None and scaler is not None else None
+
+        def restore(states: dict[Parameter, tuple]) -> None:
             self._states.clear()  # in place: compiled steps write states back into this dict
-            self._states.update(restored)
-            self._optimizer.num_update = meta["num_update"]
-            restore_scaler()
-        return apply
-
-    def _scaler_restorer(self, saved: Any, where: str) -> Callable[[], None]:
-        """Check a saved loss scaler state (``LossScaler.state_dict``, or None) now; return what restores
-        it into this trainer's scaler (nothing without a scaler or a saved state)."""
-        if saved is None or self._amp_loss_scaler is None:
-            return lambda: None
-        state = self._amp_loss_scaler.checked_state(saved, where)
-        return lambda: self._amp_loss_scaler._set_state(state)
+            self._states.update(states)
+            self._optimizer.num_update = num_update
+            if checked is not None:
+                self._loss_scaler._set_state(checked)
+        return restore
 
 
 _NOT_KEPT = ("the gradient was consumed by trainer.step, which does not keep gradients "
