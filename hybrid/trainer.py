@@ -243,9 +243,10 @@ class Trainer:
         guard = scaler.begin_step() if scaler is not None else None
         mode.apply_update(self, self._program(active, guard), active, rescale)
 
-    def _update_now(self, program: UpdateProgram, active: list[Parameter], rescale: np.float32) -> None:
-        """The update outside a compiled step: staged on the recording that computed the gradients, or
-        run at once on gradients that are arrays."""
+    def update_now(self, program: UpdateProgram, active: list[Parameter], rescale: np.float32) -> None:
+        """The update of ``step`` outside a compiled step (called by the current mode): ``program`` applied
+        to ``active``, the parameters with fresh gradients, with the gradients multiplied by ``rescale``;
+        staged on the recording that computed the gradients, or run at once on gradients that are arrays."""
         grads = [p.grad_state.value for p in active]
         recording = open_recording(grads)
         with state_lock:  # see hybrid._core.state_lock
@@ -349,9 +350,11 @@ class Trainer:
         self._optimizer.num_update += 1
         return np.float32(self._optimizer.learning_rate)
 
-    def _update_in_trace(self, frame: _functional.CompileFrame, program: UpdateProgram, active: list[Parameter],
-                         rescale: np.float32) -> None:
-        """The update inside a whole-step trace: states are cells, the learning rate a host input."""
+    def update_in_trace(self, frame: _functional.CompileFrame, program: UpdateProgram, active: list[Parameter],
+                        rescale: np.float32) -> None:
+        """The update of ``step`` inside the trace of a compiled step (called by its whole-step ``frame``):
+        ``program`` applied to ``active`` with the gradients multiplied by ``rescale``; the optimizer states
+        are cells of ``frame``, the learning rate a host input."""
         frame.depends_on(self._optimizer)  # a new hyperparameter compiles the step again
         lr = frame.host_input(Cell(_cells.LR, self), self._next_learning_rate, (), np.float32)
         keys = [Cell(_cells.OPTIMIZER_STATE, p, self) for p in active]
