@@ -340,11 +340,6 @@ class Trainer:
             cached = self._flat_updates[key] = (call, avals)
         return cached
 
-    def _set_state_leaf(self, param: Parameter, index: int, value: Any) -> None:
-        state = list(self._states[param])
-        state[index] = value
-        self._states[param] = tuple(state)
-
     def _next_learning_rate(self) -> np.float32:
         """Count one update and return its learning rate (run on the host before every update)."""
         self._optimizer.num_update += 1
