@@ -113,10 +113,15 @@ def assign_all(params: Sequence["Parameter"], values: Sequence) -> None:
         param._data = value
 
 
-def consume_grads(params: Sequence["Parameter"], keep: bool) -> None:
+def consume_grads(params: Sequence["Parameter"], keep: bool = True, mode: Any = None) -> None:
     """An optimizer step used the gradients of ``params``: they are no longer fresh, and unless ``keep``
-    they are dropped (reading one then raises)."""
-    if keep:
+    they are dropped (reading one then raises). Given a ``mode`` (``hybrid._core.modes``: the current one,
+    or the frame tracing a compiled step), the mode marks them instead and ``keep`` does not apply (a
+    compiled step's own ``keep_grads`` decides what it drops)."""
+    if mode is not None:
+        for param in params:
+            mode.set_grad_fresh(param, False)
+    elif keep:
         for param in params:
             param.grad_state.fresh = False
     else:
@@ -464,7 +469,7 @@ class Parameter(Watched):
 
     def mark_grad_consumed(self) -> None:
         """The gradient was used by an optimizer step (trace-aware)."""
-        _context.current().mode.set_grad_fresh(self, False)
+        consume_grads((self,), mode=_context.current().mode)
 
     def cast(self, dtype: Any) -> None:
         """Convert data and gradient to ``dtype``."""

@@ -270,10 +270,9 @@ class Trainer:
         new_weights, new_states, scaler_state = (program.donating if donate else program.donating_states)(
             weights, grads, states, lr, np.float32(self._optimizer.rescale_grad), self._scaler_state(program))
         del weights, grads
-        for param, weight, state in zip(active, new_weights, new_states):
-            param.assign_data(weight)
-            param.grad_state.fresh = False
-            self._states[param] = state
+        assign_all(active, new_weights)
+        self._states.update(zip(active, new_states))
+        consume_grads(active)
         if scaler_state:
             self._loss_scaler.set_state(scaler_state)
 
@@ -363,7 +362,7 @@ class Trainer:
         for param, key, getter, weight, state in zip(active, keys, getters, new_weights, new_states):
             param.set_data(weight)
             frame.write_cell(key, getter, functools.partial(self._states.__setitem__, param), state)
-            param.mark_grad_consumed()
+        consume_grads(active, mode=frame)
         if scaler_state:
             self._loss_scaler.set_state(scaler_state)
 
