@@ -235,13 +235,18 @@ class Trainer:
                 if self._loss_scaler is not None:
                     self._loss_scaler.begin_step()  # the scaled gradients of this step are not used
                 return
-        self._optimizer.rescale_grad = self._scale / batch_size
-        rescale = np.float32(self._optimizer.rescale_grad)
+        rescale = self._rescale(batch_size)
         if self._placement is not None:
             self._placement.place_pending()  # parameters initialised at the first forward
         scaler = self._loss_scaler
         guard = scaler.begin_step() if scaler is not None else None
         mode.apply_update(self, self._program(active, guard), active, rescale)
+
+    def _rescale(self, batch_size: float) -> np.float32:
+        """The factor every update multiplies the gradients by for ``batch_size``: the optimizer's
+        ``rescale_grad`` at construction over ``batch_size`` (also set as its ``rescale_grad``, as in Gluon)."""
+        self._optimizer.rescale_grad = self._scale / batch_size
+        return np.float32(self._optimizer.rescale_grad)
 
     def update_now(self, program: UpdateProgram, active: list[Parameter], rescale: np.float32) -> None:
         """The update of ``step`` outside a compiled step (called by the current mode): ``program`` applied
@@ -253,13 +258,14 @@ class Trainer:
             if recording is not None:
                 self._update_recorded(recording, program, active, grads, rescale)
             else:
-                self._update_eager(program, active, [p.grad_state.resolved() for p in active])
+                self._update_eager(program, active, [p.grad_state.resolved() for p in active], rescale)
 
     def _scaler_state(self, program: UpdateProgram) -> tuple:
         """The loss scaler's state when ``program`` checks for overflow (hybrid.amp), else ()."""
         return self._loss_scaler.state() if program.guard is not None else ()
 
-    def _update_eager(self, program: UpdateProgram, active: list[Parameter], grads: list) -> None:
+    def _update_eager(self, program: UpdateProgram, active: list[Parameter], grads: list,
+                      rescale: np.float32) -> None:
         """The update as the trainer's own program, on gradients that are arrays."""
         lr = self._next_learning_rate()
         states = self._states_of(active)
@@ -268,7 +274,7 @@ class Trainer:
         # (references: the parameter, `weights`, getrefcount's argument)
         donate = max(map(sys.getrefcount, weights), default=0) <= 3
         new_weights, new_states, scaler_state = (program.donating if donate else program.donating_states)(
-            weights, grads, states, lr, np.float32(self._optimizer.rescale_grad), self._scaler_state(program))
+            weights, grads, states, lr, rescale, self._scaler_state(program))
         del weights, grads
         assign_all(active, new_weights)
         self._states.update(zip(active, new_states))
