@@ -11,7 +11,6 @@ gradients with respect to any arrays used inside ``record()``.
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Any, Callable, Sequence
 
 import jax
@@ -19,9 +18,7 @@ import jax
 from ._core import context as _context, functional as _functional, lazy as _lazy, scopes as _scopes
 from ._core.custom_function import Function
 from .errors import AutogradError
-from .parameter import Parameter, set_grads, unique_params
-
-_GRAD_REQ = operator.attrgetter("_grad_req")
+from .parameter import Parameter, grad_reqs, set_grads, unique_params
 
 __all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training", "backward", "grad",
            "value_and_grad", "set_recording", "set_training", "stats", "Function"]
@@ -164,7 +161,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     head_slots = [tape.slot_of(h) for h in heads]
     needed = tape.depends_on(head_slots, tape.freed() if tape.freed_heads else None)
     recorded, recorded_slots, wrt_avals = tape.recording.reads()
-    requests = list(map(_GRAD_REQ, recorded))
+    requests = grad_reqs(recorded)
     if "null" not in requests and needed.issuperset(recorded_slots):
         trainable = params = recorded  # the common case: every parameter read is trained and reached
         wrt = list(recorded_slots)
@@ -174,7 +171,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         trainable = [p for p, _ in trained]
         params = [p for p, s in trained if s in needed]
         wrt = [s for _, s in trained if s in needed]
-        requests = list(map(_GRAD_REQ, params))
+        requests = grad_reqs(params)
     if not params:
         if trainable:
             reachable = tape.depends_on(head_slots) if tape.freed_heads else needed

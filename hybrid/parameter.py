@@ -1,6 +1,7 @@
 """Parameter and Constant: named, mutable cells holding a JAX array and its gradient."""
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -18,6 +19,8 @@ from .errors import DeferredInitializationError, ShapeError, UninitializedParame
 __all__ = ["Parameter", "Constant", "ParameterDict"]
 
 _GRAD_REQS = ("write", "add", "null")
+_DATA = operator.attrgetter("_data")
+_GRAD_REQ = operator.attrgetter("_grad_req")
 
 
 _warned_x64 = False
@@ -104,7 +107,12 @@ def set_grads(params: Sequence["Parameter"], grads: Sequence) -> None:
 def data_of(params: Sequence["Parameter"]) -> list:
     """The arrays ``params`` hold (their stored data, or LazyArrays of a recording writing them; not read
     through a recording or a compiled step's frame)."""
-    return [param._data for param in params]
+    return list(map(_DATA, params))
+
+
+def grad_reqs(params: Sequence["Parameter"]) -> list[str]:
+    """The ``grad_req`` of each of ``params``."""
+    return list(map(_GRAD_REQ, params))
 
 
 def assign_all(params: Sequence["Parameter"], values: Sequence) -> None:
