@@ -110,7 +110,7 @@ class Trainer:
         self._state_dict: dict[Parameter, tuple] = {}  # read through _states
         # (params, sizes, leaves): the states a recorded update stored last, flat, not yet in _state_dict
         self._flat_states: tuple | None = None
-        self._programs: dict[tuple, Callable] = {}
+        self._update_programs: dict[tuple, Callable] = {}
         self._last_program: tuple | None = None  # (params, guard, program) of the last step
         self._flat_updates: dict[tuple, tuple] = {}
         self._device_scalars: dict[tuple, tuple] = {}
@@ -189,7 +189,7 @@ class Trainer:
         """A parameter's grad_req, dtype or multipliers, or a hyperparameter of the optimizer, changed:
         recompute the trainable set and programs."""
         self._trainable_cache = None
-        self._programs = {}
+        self._update_programs = {}
         self._last_program = None
         self._flat_updates = {}
 
@@ -413,7 +413,7 @@ class Trainer:
         if last is not None and last[0] is params and last[1] is guard:
             return last[2]
         key = (tuple(map(id, params)), guard)
-        program = self._programs.get(key)
+        program = self._update_programs.get(key)
         if program is None:
             opt = self._optimizer
             lr_mults = tuple(map(_LR_MULT, params))
@@ -435,9 +435,9 @@ class Trainer:
             placed = {}
             if self._placement is not None:  # weights keep their sharding; states follow them
                 placed["out_shardings"] = ([self._placement.shardings[p] for p in params], None, None)
-            program = self._programs[key] = UpdateProgram(jax.jit(update, donate_argnums=(0, 2), **placed),
-                                                          jax.jit(update, donate_argnums=(2,), **placed),
-                                                          jax.jit(update, **placed), guard)
+            program = self._update_programs[key] = UpdateProgram(
+                jax.jit(update, donate_argnums=(0, 2), **placed), jax.jit(update, donate_argnums=(2,), **placed),
+                jax.jit(update, **placed), guard)
         self._last_program = (params, guard, program)
         return program
 
