@@ -200,7 +200,7 @@ def init_trainer(trainer: Trainer, init_scale: float = 2.0 ** 16, scale_window: 
     whose gradients overflowed. Raises TypeError for anything but a Trainer."""
     if not isinstance(trainer, Trainer):
         raise TypeError(f"amp.init_trainer: expected a hybrid.Trainer, got {type(trainer).__name__}")
-    trainer._amp_loss_scaler = LossScaler(init_scale, scale_window=scale_window)
+    trainer.loss_scaler = LossScaler(init_scale, scale_window=scale_window)
 
 
 @contextlib.contextmanager
@@ -232,13 +232,13 @@ def unscale(trainer: Trainer) -> None:
     scaler = _scaler(trainer, "amp.unscale")
     if scaler.divide:
         inverse = 1.0 / scaler.state()[0]
-        for param in trainer._trainable():
+        for param in trainer.trainable_params():
             param.scale_grad(lambda g: _recorded(lambda g: g * inverse.astype(g.dtype), g))
         scaler.divide = False
 
 
 def _scaler(trainer: Any, caller: str) -> LossScaler:
-    scaler = getattr(trainer, "_amp_loss_scaler", None)
+    scaler = getattr(trainer, "loss_scaler", None)
     if scaler is None:
         raise ValueError(f"{caller}: call amp.init_trainer(trainer) first")
     return scaler

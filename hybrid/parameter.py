@@ -1,6 +1,7 @@
 """Parameter and Constant: named, mutable cells holding a JAX array and its gradient."""
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -18,6 +19,8 @@ from .errors import DeferredInitializationError, ShapeError, UninitializedParame
 __all__ = ["Parameter", "Constant", "ParameterDict"]
 
 _GRAD_REQS = ("write", "add", "null")
+_DATA = operator.attrgetter("_data")
+_GRAD_REQ = operator.attrgetter("_grad_req")
 
 
 _warned_x64 = False
@@ -97,7 +100,7 @@ class GradState:
 def data_of(params: Sequence["Parameter"]) -> list:
     """The arrays ``params`` hold (their stored data, or LazyArrays of a recording writing them; not read
     through a recording or a compiled step's frame)."""
-    return [param._data for param in params]
+    return list(map(_DATA, params))
 
 
 def assign_all(params: Sequence["Parameter"], values: Sequence) -> None:
@@ -106,10 +109,15 @@ def assign_all(params: Sequence["Parameter"], values: Sequence) -> None:
         param._data = value
 
 
-def consume_grads(params: Sequence["Parameter"], keep: bool) -> None:
+def consume_grads(params: Sequence["Parameter"], keep: bool = True, mode: Any = None) -> None:
     """An optimizer step used the gradients of ``params``: they are no longer fresh, and unless ``keep``
-    they are dropped (reading one then raises)."""
-    if keep:
+    they are dropped (reading one then raises). Given a ``mode`` (``hybrid._core.modes``: the current one,
+    or the frame tracing a compiled step), the mode marks them instead and ``keep`` does not apply (a
+    compiled step's own ``keep_grads`` decides what it drops)."""
+    if mode is not None:
+        for param in params:
+            mode.set_grad_fresh(param, False)
+    elif keep:
         for param in params:
             param.grad_state.fresh = False
     else:
@@ -199,6 +207,12 @@ class Parameter(Watched):
     @property
     def grad_req(self) -> str:
         return self._grad_req
+
+    @staticmethod
+    def grad_reqs(params: Sequence["Parameter"]) -> list[str]:
+        """The ``grad_req`` of each of ``params``, in one pass (what the backward engine asks of the
+        parameters a recording read)."""
+        return list(map(_GRAD_REQ, params))
 
     @grad_req.setter
     def grad_req(self, req: str) -> None:
@@ -457,7 +471,7 @@ class Parameter(Watched):
 
     def mark_grad_consumed(self) -> None:
         """The gradient was used by an optimizer step (trace-aware)."""
-        _context.current().mode.set_grad_fresh(self, False)
+        consume_grads((self,), mode=_context.current().mode)
 
     def cast(self, dtype: Any) -> None:
         """Convert data and gradient to ``dtype``."""

@@ -6,7 +6,7 @@ import itertools
 import json
 import operator
 import sys
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +23,9 @@ from .errors import StaleGradientError
 from ._core.state_lock import state_lock
 from ._core.watch import watch
 from .parameter import Parameter, assign_all, consume_grads, data_of, open_recording, unique_params
+
+if TYPE_CHECKING:
+    from .amp import LossScaler
 
 __all__ = ["Trainer"]
 
@@ -107,11 +110,11 @@ class Trainer:
         self._state_dict: dict[Parameter, tuple] = {}  # read through _states
         # (params, sizes, leaves): the states a recorded update stored last, flat, not yet in _state_dict
         self._flat_states: tuple | None = None
-        self._programs: dict[tuple, Callable] = {}
+        self._update_programs: dict[tuple, Callable] = {}
         self._last_program: tuple | None = None  # (params, guard, program) of the last step
         self._flat_updates: dict[tuple, tuple] = {}
         self._device_scalars: dict[tuple, tuple] = {}
-        self._amp_loss_scaler: Any = None  # set by hybrid.amp.init_trainer
+        self._loss_scaler: LossScaler | None = None  # set by hybrid.amp.init_trainer
         self._trainable_cache: list[Parameter] | None = None
         watch(self, [*self._params, self._optimizer])
         self._placement: Placement | None = None
@@ -150,6 +153,34 @@ class Trainer:
         """The ``jax.sharding.Mesh`` the parameters live on, or None (single device)."""
         return self._placement.mesh if self._placement is not None else None
 
+    @property
+    def placement(self) -> Placement | None:
+        """Where the parameters and optimizer states live on the mesh, or None (single device)."""
+        return self._placement
+
+    @property
+    def loss_scaler(self) -> LossScaler | None:
+        """The ``hybrid.amp.LossScaler`` of this trainer (set by ``amp.init_trainer``), or None."""
+        return self._loss_scaler
+
+    @loss_scaler.setter
+    def loss_scaler(self, scaler: LossScaler | None) -> None:
+        self._loss_scaler = scaler
+
+    def name_of(self, param: Parameter) -> str | None:
+        """The structural name of ``param`` in this trainer, or None when it is not one of its parameters."""
+        return self._names.get(param)
+
+    def state_entries(self) -> list[tuple[str, Parameter, tuple | None]]:
+        """``(structural name, parameter, optimizer state)`` for each parameter, in the trainer's order; the
+        state is a tuple of arrays, or None before the parameter's first update."""
+        states = self._states
+        return [(self._names[p], p, states.get(p)) for p in self._params]
+
+    def trainable_params(self) -> list[Parameter]:
+        """The parameters ``step`` updates (``grad_req != 'null'``), in the trainer's order (a new list)."""
+        return list(self._trainable())
+
     def set_learning_rate(self, lr: float) -> None:
         """Change the learning rate (takes effect at the next step, without recompiling)."""
         self._optimizer.set_learning_rate(lr)
@@ -158,7 +189,7 @@ class Trainer:
         """A parameter's grad_req, dtype or multipliers, or a hyperparameter of the optimizer, changed:
         recompute the trainable set and programs."""
         self._trainable_cache = None
-        self._programs = {}
+        self._update_programs = {}
         self._last_program = None
         self._flat_updates = {}
 
@@ -201,33 +232,40 @@ class Trainer:
                     "parameters in this iteration; if that is intended, call step(batch_size, "
                     "ignore_stale_grad=True) to skip them.")
             if not active:
-                if self._amp_loss_scaler is not None:
-                    self._amp_loss_scaler.begin_step()  # the scaled gradients of this step are not used
+                if self._loss_scaler is not None:
+                    self._loss_scaler.begin_step()  # the scaled gradients of this step are not used
                 return
-        self._optimizer.rescale_grad = self._scale / batch_size
-        rescale = np.float32(self._optimizer.rescale_grad)
+        rescale = self._rescale(batch_size)
         if self._placement is not None:
             self._placement.place_pending()  # parameters initialised at the first forward
-        scaler = self._amp_loss_scaler
+        scaler = self._loss_scaler
         guard = scaler.begin_step() if scaler is not None else None
         mode.apply_update(self, self._program(active, guard), active, rescale)
 
-    def _update_now(self, program: UpdateProgram, active: list[Parameter], rescale: np.float32) -> None:
-        """The update outside a compiled step: staged on the recording that computed the gradients, or
-        run at once on gradients that are arrays."""
+    def _rescale(self, batch_size: float) -> np.float32:
+        """The factor every update multiplies the gradients by for ``batch_size``: the optimizer's
+        ``rescale_grad`` at construction over ``batch_size`` (also set as its ``rescale_grad``, as in Gluon)."""
+        self._optimizer.rescale_grad = self._scale / batch_size
+        return np.float32(self._optimizer.rescale_grad)
+
+    def update_now(self, program: UpdateProgram, active: list[Parameter], rescale: np.float32) -> None:
+        """The update of ``step`` outside a compiled step (called by the current mode): ``program`` applied
+        to ``active``, the parameters with fresh gradients, with the gradients multiplied by ``rescale``;
+        staged on the recording that computed the gradients, or run at once on gradients that are arrays."""
         grads = [p.grad_state.value for p in active]
         recording = open_recording(grads)
         with state_lock:  # see hybrid._core.state_lock
             if recording is not None:
                 self._update_recorded(recording, program, active, grads, rescale)
             else:
-                self._update_eager(program, active, [p.grad_state.resolved() for p in active])
+                self._update_eager(program, active, [p.grad_state.resolved() for p in active], rescale)
 
     def _scaler_state(self, program: UpdateProgram) -> tuple:
         """The loss scaler's state when ``program`` checks for overflow (hybrid.amp), else ()."""
-        return self._amp_loss_scaler.state() if program.guard is not None else ()
+        return self._loss_scaler.state() if program.guard is not None else ()
 
-    def _update_eager(self, program: UpdateProgram, active: list[Parameter], grads: list) -> None:
+    def _update_eager(self, program: UpdateProgram, active: list[Parameter], grads: list,
+                      rescale: np.float32) -> None:
         """The update as the trainer's own program, on gradients that are arrays."""
         lr = self._next_learning_rate()
         states = self._states_of(active)
@@ -236,14 +274,13 @@ class Trainer:
         # (references: the parameter, `weights`, getrefcount's argument)
         donate = max(map(sys.getrefcount, weights), default=0) <= 3
         new_weights, new_states, scaler_state = (program.donating if donate else program.donating_states)(
-            weights, grads, states, lr, np.float32(self._optimizer.rescale_grad), self._scaler_state(program))
+            weights, grads, states, lr, rescale, self._scaler_state(program))
         del weights, grads
-        for param, weight, state in zip(active, new_weights, new_states):
-            param.assign_data(weight)
-            param.grad_state.fresh = False
-            self._states[param] = state
+        assign_all(active, new_weights)
+        self._states.update(zip(active, new_states))
+        consume_grads(active)
         if scaler_state:
-            self._amp_loss_scaler.set_state(scaler_state)
+            self._loss_scaler.set_state(scaler_state)
 
     def _update_recorded(self, recording: Any, program: UpdateProgram, active: list[Parameter], grads: list,
                          rescale: np.float32) -> None:
@@ -269,7 +306,7 @@ class Trainer:
             assign_all(active, values[:n])
             self._flat_states = (active, sizes, values[n:end])  # (any earlier ones were of `active` too)
             if guarded:
-                self._amp_loss_scaler.set_state(values[end:])
+                self._loss_scaler.set_state(values[end:])
 
         keep = self._keep_grads
         consume_grads(active, keep)
@@ -308,19 +345,16 @@ class Trainer:
             cached = self._flat_updates[key] = (call, avals)
         return cached
 
-    def _set_state_leaf(self, param: Parameter, index: int, value: Any) -> None:
-        state = list(self._states[param])
-        state[index] = value
-        self._states[param] = tuple(state)
-
     def _next_learning_rate(self) -> np.float32:
         """Count one update and return its learning rate (run on the host before every update)."""
         self._optimizer.num_update += 1
         return np.float32(self._optimizer.learning_rate)
 
-    def _update_in_trace(self, frame: _functional.CompileFrame, program: UpdateProgram, active: list[Parameter],
-                         rescale: np.float32) -> None:
-        """The update inside a whole-step trace: states are cells, the learning rate a host input."""
+    def update_in_trace(self, frame: _functional.CompileFrame, program: UpdateProgram, active: list[Parameter],
+                        rescale: np.float32) -> None:
+        """The update of ``step`` inside the trace of a compiled step (called by its whole-step ``frame``):
+        ``program`` applied to ``active`` with the gradients multiplied by ``rescale``; the optimizer states
+        are cells of ``frame``, the learning rate a host input."""
         frame.depends_on(self._optimizer)  # a new hyperparameter compiles the step again
         lr = frame.host_input(Cell(_cells.LR, self), self._next_learning_rate, (), np.float32)
         keys = [Cell(_cells.OPTIMIZER_STATE, p, self) for p in active]
@@ -334,9 +368,9 @@ class Trainer:
         for param, key, getter, weight, state in zip(active, keys, getters, new_weights, new_states):
             param.set_data(weight)
             frame.write_cell(key, getter, functools.partial(self._states.__setitem__, param), state)
-            param.mark_grad_consumed()
+        consume_grads(active, mode=frame)
         if scaler_state:
-            self._amp_loss_scaler.set_state(scaler_state)
+            self._loss_scaler.set_state(scaler_state)
 
     def _states_of(self, params: list[Parameter]) -> list[tuple]:
         """The optimizer states of ``params``; missing ones are created together: filled on the host
@@ -379,7 +413,7 @@ class Trainer:
         if last is not None and last[0] is params and last[1] is guard:
             return last[2]
         key = (tuple(map(id, params)), guard)
-        program = self._programs.get(key)
+        program = self._update_programs.get(key)
         if program is None:
             opt = self._optimizer
             lr_mults = tuple(map(_LR_MULT, params))
@@ -401,9 +435,9 @@ class Trainer:
             placed = {}
             if self._placement is not None:  # weights keep their sharding; states follow them
                 placed["out_shardings"] = ([self._placement.shardings[p] for p in params], None, None)
-            program = self._programs[key] = UpdateProgram(jax.jit(update, donate_argnums=(0, 2), **placed),
-                                                          jax.jit(update, donate_argnums=(2,), **placed),
-                                                          jax.jit(update, **placed), guard)
+            program = self._update_programs[key] = UpdateProgram(
+                jax.jit(update, donate_argnums=(0, 2), **placed), jax.jit(update, donate_argnums=(2,), **placed),
+                jax.jit(update, **placed), guard)
         self._last_program = (params, guard, program)
         return program
 
@@ -414,13 +448,12 @@ class Trainer:
         arrays = {}
         meta = {"optimizer": type(self._optimizer).__name__, "num_update": self._optimizer.num_update,
                 "params": []}
-        for i, param in enumerate(self._params):
-            state = self._states.get(param)
-            meta["params"].append({"name": self._names[param], "n_state": -1 if state is None else len(state)})
+        for i, (name, _, state) in enumerate(self.state_entries()):
+            meta["params"].append({"name": name, "n_state": -1 if state is None else len(state)})
             for j, leaf in enumerate(state or ()):
                 arrays[f"{i}.{j}"] = np.asarray(leaf)
-        if self._amp_loss_scaler is not None:
-            meta["loss_scaler"] = self._amp_loss_scaler.state_dict()
+        if self._loss_scaler is not None:
+            meta["loss_scaler"] = self._loss_scaler.state_dict()
         arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         serialization.save_arrays(fname, arrays)
 
@@ -429,11 +462,11 @@ class Trainer:
 
         Raises ValueError (nothing changed) when the file belongs to another setup: another optimizer,
         other parameter names, states of other shapes, or damaged metadata."""
-        self._states_loader(fname)()
+        self.states_loader(fname)()
 
-    def _states_loader(self, fname: str, data: bytes | None = None) -> Callable[[], None]:
+    def states_loader(self, fname: str, data: bytes | None = None) -> Callable[[], None]:
         """:meth:`load_states` in two phases: read and check everything now (from ``data`` when given,
-        the file's bytes), and return the function that applies it."""
+        the file's bytes), and return the function that applies it. Raises as :meth:`load_states`."""
         arrays = serialization.load_arrays(fname) if data is None else serialization.parse_npz(data, fname)
         meta, by_name = _state_file_meta(fname, arrays)
         if meta["optimizer"] != type(self._optimizer).__name__:
@@ -460,22 +493,24 @@ class Trainer:
                 raise ValueError(f"{fname}: state of parameter {entry['name']!r} has shapes/dtypes {got}, "
                                  f"expected {tuple(expected)}")
             restored[param] = leaves
-        restore_scaler = self._scaler_restorer(meta.get("loss_scaler"), fname)
+        return functools.partial(self.states_restorer(meta["num_update"], meta.get("loss_scaler"), fname), restored)
 
-        def apply() -> None:
+    def states_restorer(self, num_update: int, loss_scaler: dict | None,
+                        where: str) -> Callable[[dict[Parameter, tuple]], None]:
+        """Check a saved loss scaler state (``LossScaler.state_dict()``, or None) now, and return the function
+        that takes the optimizer states by parameter (tuples of arrays) and makes them this trainer's, in
+        place of all others, with the update count ``num_update`` and that loss scaler state (kept without a
+        scaler or a saved state). Raises ValueError naming ``where`` for a loss scaler state that is not one."""
+        scaler = self._loss_scaler
+        checked = scaler.checked_state(loss_scaler, where) if loss_scaler is not None and scaler is not None else None
+
+        def restore(states: dict[Parameter, tuple]) -> None:
             self._states.clear()  # in place: compiled steps write states back into this dict
-            self._states.update(restored)
-            self._optimizer.num_update = meta["num_update"]
-            restore_scaler()
-        return apply
-
-    def _scaler_restorer(self, saved: Any, where: str) -> Callable[[], None]:
-        """Check a saved loss scaler state (``LossScaler.state_dict``, or None) now; return what restores
-        it into this trainer's scaler (nothing without a scaler or a saved state)."""
-        if saved is None or self._amp_loss_scaler is None:
-            return lambda: None
-        state = self._amp_loss_scaler.checked_state(saved, where)
-        return lambda: self._amp_loss_scaler._set_state(state)
+            self._states.update(states)
+            self._optimizer.num_update = num_update
+            if checked is not None:
+                self._loss_scaler._set_state(checked)
+        return restore
 
 
 _NOT_KEPT = ("the gradient was consumed by trainer.step, which does not keep gradients "

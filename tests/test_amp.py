@@ -219,7 +219,7 @@ def expected_weights(g):
 
 def test_dynamic_loss_scale_grows_backs_off_and_skips_overflowed_steps():
     p, trainer, g = scaled_sum_setup()
-    scaler = trainer._amp_loss_scaler
+    scaler = trainer.loss_scaler
     scales = []
     for overflow, w in zip(OVERFLOWS, expected_weights(g)):
         with autograd.record():
@@ -236,7 +236,7 @@ def test_dynamic_loss_scale_grows_backs_off_and_skips_overflowed_steps():
 
 def test_loss_scaling_in_a_compiled_step_follows_the_same_sequence():
     p, trainer, g = scaled_sum_setup()
-    scaler = trainer._amp_loss_scaler
+    scaler = trainer.loss_scaler
 
     @hybrid.compile
     def step(factor):
@@ -278,7 +278,7 @@ def test_a_scaled_step_does_not_wait_for_the_host():
     with jax.transfer_guard_device_to_host("disallow"):  # the overflow check runs inside the step's program
         step()
         step()
-    assert trainer._amp_loss_scaler.good_steps == 4
+    assert trainer.loss_scaler.good_steps == 4
 
 
 def test_the_overflow_check_updates_donated_buffers_in_place():
@@ -293,7 +293,7 @@ def test_the_overflow_check_updates_donated_buffers_in_place():
     temps = {}
     for guard in (None, amp.OverflowGuard(True, 2.0, 2000, 1.0)):
         program = trainer._program(params, guard)[0]
-        scaler_state = trainer._amp_loss_scaler.state() if guard else ()
+        scaler_state = trainer.loss_scaler.state() if guard else ()
         analysis = program.lower(weights, weights, states, np.float32(0.1), np.float32(1.0),
                                  scaler_state).compile().memory_analysis()
         assert analysis.alias_size_in_bytes >= updated_bytes  # weights and states reuse their buffers
@@ -366,7 +366,7 @@ def test_float16_training_with_adam_and_loss_scaling():
         assert np.isfinite(float(l.mean())), f"step {step}"
     mixed = np.mean(np.asarray(net(x[512:]), np.float32).argmax(axis=1) == y[512:])
     assert abs(mixed - full) <= 0.03, (full, mixed)
-    assert 0 < trainer._amp_loss_scaler.skipped_steps <= 6  # 2**16 overflows float16 at first, then it fits
+    assert 0 < trainer.loss_scaler.skipped_steps <= 6  # 2**16 overflows float16 at first, then it fits
 
 
 def test_a_compiled_step_runs_under_the_policy(rng):
@@ -416,7 +416,7 @@ def float16_trainer_after_steps(init_scale=2.0 ** 20):
 def test_the_loss_scale_is_saved_and_restored_with_the_trainer(backend, tmp_path):
     from hybrid.export import load_checkpoint, save_checkpoint
     net, trainer = float16_trainer_after_steps()
-    saved = trainer._amp_loss_scaler.state_dict()
+    saved = trainer.loss_scaler.state_dict()
     assert saved["skipped_steps"] > 0 and saved["loss_scale"] < 2.0 ** 20
     other = Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
     amp.init_trainer(other)
@@ -426,7 +426,7 @@ def test_the_loss_scale_is_saved_and_restored_with_the_trainer(backend, tmp_path
     else:
         save_checkpoint(tmp_path / "ckpt", net, trainer, step=3, backend=backend)
         load_checkpoint(tmp_path / "ckpt", net, other)
-    assert other._amp_loss_scaler.state_dict() == saved
+    assert other.loss_scaler.state_dict() == saved
     assert other.optimizer.num_update == trainer.optimizer.num_update == 3
 
 

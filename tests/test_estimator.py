@@ -96,9 +96,9 @@ def test_fit_scales_the_loss_when_the_trainer_has_a_loss_scaler():
                 trainer.step(x.shape[0])
     finally:
         amp.disable()
-    scaler = est.trainer._amp_loss_scaler
-    assert scaler.skipped_steps == trainer._amp_loss_scaler.skipped_steps > 0
-    assert scaler.loss_scale == trainer._amp_loss_scaler.loss_scale < 2.0 ** 24
+    scaler = est.trainer.loss_scaler
+    assert scaler.skipped_steps == trainer.loss_scaler.skipped_steps > 0
+    assert scaler.loss_scale == trainer.loss_scaler.loss_scale < 2.0 ** 24
     assert np.isfinite(est.history.batch["training SoftmaxCrossEntropyLoss"]).all()
     for got, want in zip(est.net.collect_params().values(), ref.collect_params().values()):
         assert_close(got.data(), want.data(), rtol=1e-5, atol=1e-6)

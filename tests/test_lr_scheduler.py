@@ -109,4 +109,4 @@ def test_trainer_steps_use_the_schedule_without_recompiling(scheduler, expected)
         rates.append(((before - np.asarray(block.w.data())) / x).mean())  # w -= lr * x
     assert rates == pytest.approx(expected, abs=1e-6)
     assert trainer.learning_rate == pytest.approx(expected[-1], abs=1e-6)
-    assert len(trainer._programs) == 1
+    assert len(trainer._update_programs) == 1

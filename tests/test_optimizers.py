@@ -214,7 +214,7 @@ def test_optax_sees_all_parameters_at_once():
     assert norm > 1.0
     assert_close(first.w.data(), W0 - 0.1 * grads[0] / norm, rtol=1e-5)
     assert_close(second.w.data(), 2 * W0[:1] - 0.1 * grads[1] / norm, rtol=1e-5)
-    assert len(trainer._programs) == 1
+    assert len(trainer._update_programs) == 1
 
 
 def test_optax_instance_learning_rate_and_lr_mult():

@@ -230,7 +230,7 @@ def test_one_compiled_program_with_donated_buffers_and_dynamic_lr():
     trainer.step(1)
     assert not old.is_deleted()  # held by the caller: kept, with its values
     np.testing.assert_array_equal(np.asarray(old), before)
-    assert len(trainer._programs) == 1
+    assert len(trainer._update_programs) == 1
     assert trainer.learning_rate == pytest.approx(0.3)
 
 
@@ -244,7 +244,7 @@ def test_update_program_is_one_xla_computation_for_many_parameters():
         out = net(np.ones((2, 4), np.float32))
     autograd.backward(out)
     trainer.step(2)
-    (program,) = trainer._programs.values()
+    (program,) = trainer._update_programs.values()
     params = list(trainer._params)
     lowered = program[0].lower([p.data() for p in params], [p.grad() for p in params],
                             [trainer._states[p] for p in params], np.float32(0.1), np.float32(1.0), ())

@@ -16,7 +16,6 @@ import sys
 import time
 import weakref
 from collections import OrderedDict
-from operator import attrgetter
 from typing import Any, Callable, Sequence
 
 import jax
@@ -40,7 +39,6 @@ from ..parameter import Parameter, data_of, unique_params
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                   jax.errors.TracerIntegerConversionError)
-_get_data = attrgetter("_data")
 LIVE_CACHES: "weakref.WeakSet[CachedOp]" = weakref.WeakSet()  # for inspect.compile_caches
 _TOKENS = itertools.count()  # names a CompiledForward in recorded programs' keys
 
@@ -388,7 +386,7 @@ class CompiledForward:
 
     def current_values(self) -> tuple[list, list]:
         """The parameters' arrays as (state, non-state) lists, the form the jitted entry points take."""
-        return list(map(_get_data, self.state_inputs)), list(map(_get_data, self.other_inputs))
+        return data_of(self.state_inputs), data_of(self.other_inputs)
 
     def with_attributes(self, arrays: list) -> list:
         """The call's arrays followed by the current values of the attributes the forward reads."""

@@ -256,7 +256,7 @@ class CompileFrame(Frame):
         write.in_step(self)
 
     def apply_update(self, trainer: Any, program: Any, active: list, rescale: Any) -> None:
-        trainer._update_in_trace(self, program, active, rescale)
+        trainer.update_in_trace(self, program, active, rescale)
 
     def host_call(self, fn: Callable, *args: Any) -> bool:
         io_callback(fn, None, *args, ordered=True)

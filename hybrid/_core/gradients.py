@@ -4,13 +4,12 @@
 hands their gradients to the current mode (:meth:`hybrid._core.modes.Mode.store_grads`): written onto
 the parameters (computed with the recording's next run, packed when every request is ``'write'``), or
 as cells of a ``hybrid.compile`` step. ``grad(heads, variables)`` returns gradients of any recorded
-values. Parameters are reached through their public doors (``grad_req``, ``grad_state``,
+values. Parameters are reached through their public doors (``grad_reqs``, ``grad_state``,
 ``accumulate_grad``); :mod:`hybrid.autograd` is the public face.
 """
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Any
 
 import jax
@@ -19,9 +18,6 @@ from . import context as _context, lazy as _lazy, scopes as _scopes
 from ..errors import AutogradError
 
 __all__ = ["backward", "grad", "GradWrite"]
-
-_GRAD_REQ = operator.attrgetter("grad_req")
-
 
 def _as_list(x: Any) -> list:
     if isinstance(x, (list, tuple)):
@@ -94,7 +90,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     head_slots = [tape.slot_of(h) for h in heads]
     needed = tape.depends_on(head_slots, tape.freed() if tape.freed_heads else None)
     recorded, recorded_slots, wrt_avals = tape.recording.reads()
-    requests = list(map(_GRAD_REQ, recorded))
+    requests = recorded[0].grad_reqs(recorded) if recorded else []
     if "null" not in requests and needed.issuperset(recorded_slots):
         trainable = params = recorded  # the common case: every parameter read is trained and reached
         wrt = list(recorded_slots)
@@ -104,7 +100,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         trainable = [p for p, _ in trained]
         params = [p for p, s in trained if s in needed]
         wrt = [s for _, s in trained if s in needed]
-        requests = list(map(_GRAD_REQ, params))
+        requests = params[0].grad_reqs(params) if params else []
     if not params:
         if trainable:
             reachable = tape.depends_on(head_slots) if tape.freed_heads else needed

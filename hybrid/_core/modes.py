@@ -134,7 +134,7 @@ class Mode:
 
     def apply_update(self, trainer: Any, program: Any, active: list, rescale: Any) -> None:
         """``trainer``'s optimizer update of ``active`` (staged on the gradients' recording if they have one)."""
-        trainer._update_now(program, active, rescale)
+        trainer.update_now(program, active, rescale)
 
     def host_call(self, fn: Callable, *args: Any) -> bool:
         """Inside a compiled step: schedule ``fn(*args)`` on the host with the step's concrete values

@@ -27,7 +27,7 @@ class BatchProcessor:
         with autograd.record():
             pred = [estimator.net(x) for x in data]
             loss = [estimator.loss(y_hat, y) for y_hat, y in zip(pred, label)]
-        if estimator.trainer._amp_loss_scaler is not None:
+        if estimator.trainer.loss_scaler is not None:
             with amp.scale_loss(loss, estimator.trainer) as scaled:
                 autograd.backward(scaled)
         else:

@@ -16,6 +16,7 @@ orbax-checkpoint is imported when this module is, so only by ``backend='orbax'``
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import secrets
@@ -106,16 +107,15 @@ class OrbaxBackend(Backend):
         trainer_entry = None
         if trainer is not None:
             states, entries = [], []
-            for param in trainer._params:
-                state = trainer._states.get(param)
-                entries.append({"name": trainer._names[param],
+            for name, _, state in trainer.state_entries():
+                entries.append({"name": name,
                                 "leaves": None if state is None else [_array_entry(str(j), leaf)
                                                                       for j, leaf in enumerate(state)]})
                 states += list(state or ())
             trainer_entry = {"optimizer": type(trainer.optimizer).__name__,
                              "num_update": int(trainer.optimizer.num_update), "states": entries}
-            if trainer._amp_loss_scaler is not None:
-                trainer_entry["loss_scaler"] = trainer._amp_loss_scaler.state_dict()
+            if trainer.loss_scaler is not None:
+                trainer_entry["loss_scaler"] = trainer.loss_scaler.state_dict()
             if states:
                 tree["states"] = states
         checkpointer = ocp.AsyncCheckpointer(ocp.PyTreeCheckpointHandler())
@@ -188,7 +188,7 @@ class OrbaxBackend(Backend):
                     param.set_data(value)
             changes.append(set_parameters)
         if trainer_plan is not None:
-            changes.append(_trainer_change(trainer, trainer_plan, restored.get("states", [])))
+            changes.append(_trainer_change(trainer_plan, restored.get("states", [])))
         return changes
 
 
@@ -267,11 +267,11 @@ def _target_sharding(param: Any, shape: tuple, trainer: Any) -> Any:
     placed yet), else the sharding of its current value when that is committed to devices; None for JAX's
     default device, uncommitted, as a value read from a ``.npz`` file (so compiled calls see the same kind
     of argument as before and are not compiled again)."""
-    placement = getattr(trainer, "_placement", None) if trainer is not None else None
-    if placement is not None and param in trainer._names:
+    placement = trainer.placement if trainer is not None else None
+    name = trainer.name_of(param) if placement is not None else None
+    if name is not None:
         if param in placement.shardings:
             return placement.shardings[param]
-        name = trainer._names[param]
         spec = placement.rules.spec_for(name) if placement.rules is not None else PartitionSpec()
         return parameter_sharding(name, shape, placement.mesh, spec)
     if param.is_initialized:
@@ -289,14 +289,15 @@ def _replicated_like(sharding: Any) -> Any:
 
 def _trainer_plan(path: str, saved: dict | None, trainer: Any, targets: dict) -> tuple[dict, list]:
     """Check the saved trainer entry against ``trainer``; return the plan (the leaf count per Parameter,
-    in saved order, the update count and the loss scaler's restorer) and the abstract state leaves to restore."""
+    in saved order, and ``trainer.states_restorer`` for the saved update count and loss scaler state) and
+    the abstract state leaves to restore."""
     if saved is None:
         raise ValueError(f"load_checkpoint: {path!r} was saved without trainer states")
     optimizer = type(trainer.optimizer).__name__
     if saved["optimizer"] != optimizer:
         raise ValueError(f"load_checkpoint: {path!r} holds states of optimizer {saved['optimizer']}, this Trainer "
                          f"uses {optimizer}")
-    params = {trainer._names[p]: p for p in trainer._params}
+    params = {name: param for name, param, _ in trainer.state_entries()}
     by_name = {entry["name"]: entry for entry in saved["states"]}
     if sorted(by_name) != sorted(params):
         missing, extra = sorted(set(params) - set(by_name)), sorted(set(by_name) - set(params))
@@ -325,22 +326,16 @@ def _trainer_plan(path: str, saved: dict | None, trainer: Any, targets: dict) ->
             leaf_sharding = sharding if leaf_shape == shape else _replicated_like(sharding)
             abstract.append(jax.ShapeDtypeStruct(leaf_shape, jnp.dtype(leaf_dtype), sharding=leaf_sharding))
         layout.append((param, len(got)))
-    restore_scaler = trainer._scaler_restorer(saved.get("loss_scaler"), f"load_checkpoint: {path!r}")
-    return {"layout": layout, "num_update": saved["num_update"], "restore_scaler": restore_scaler}, abstract
+    restore = trainer.states_restorer(saved["num_update"], saved.get("loss_scaler"), f"load_checkpoint: {path!r}")
+    return {"layout": layout, "restore": restore}, abstract
 
 
-def _trainer_change(trainer: Any, plan: dict, leaves: list) -> Callable[[], None]:
+def _trainer_change(plan: dict, leaves: list) -> Callable[[], None]:
     states, position = {}, 0
     for param, count in plan["layout"]:
         states[param] = tuple(leaves[position:position + count])
         position += count
-
-    def apply() -> None:
-        trainer._states.clear()  # in place: compiled steps write states back into this dict
-        trainer._states.update(states)
-        trainer.optimizer.num_update = plan["num_update"]
-        plan["restore_scaler"]()
-    return apply
+    return functools.partial(plan["restore"], states)
 
 
 def _restore(path: str, abstract: dict) -> dict:

@@ -74,7 +74,7 @@ class Backend:
         if trainer is not None:
             if "trainer.states" not in contents:
                 raise ValueError(f"load_checkpoint: {path!r} was saved without trainer states")
-            changes.append(trainer._states_loader(os.path.join(path, "trainer.states"), contents["trainer.states"]))
+            changes.append(trainer.states_loader(os.path.join(path, "trainer.states"), contents["trainer.states"]))
         if net is not None:
             changes.append(net._parameter_loader(os.path.join(path, "params.npz"), contents["params.npz"]))
         return changes
