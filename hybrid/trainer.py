@@ -6,7 +6,7 @@ import itertools
 import json
 import operator
 import sys
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,9 +23,6 @@ from .errors import StaleGradientError
 from ._core.state_lock import state_lock
 from ._core.watch import watch
 from .parameter import Parameter, assign_all, consume_grads, data_of, open_recording, unique_params
-
-if TYPE_CHECKING:
-    from .amp import LossScaler
 
 __all__ = ["Trainer"]
 
@@ -114,7 +111,7 @@ class Trainer:
         self._last_program: tuple | None = None  # (params, guard, program) of the last step
         self._flat_updates: dict[tuple, tuple] = {}
         self._device_scalars: dict[tuple, tuple] = {}
-        self._loss_scaler: LossScaler | None = None  # set by hybrid.amp.init_trainer
+        self._loss_scaler: Any = None  # a hybrid.amp.LossScaler, set by hybrid.amp.init_trainer
         self._trainable_cache: list[Parameter] | None = None
         watch(self, [*self._params, self._optimizer])
         self._placement: Placement | None = None
@@ -159,12 +156,12 @@ class Trainer:
         return self._placement
 
     @property
-    def loss_scaler(self) -> LossScaler | None:
+    def loss_scaler(self) -> Any:
         """The ``hybrid.amp.LossScaler`` of this trainer (set by ``amp.init_trainer``), or None."""
         return self._loss_scaler
 
     @loss_scaler.setter
-    def loss_scaler(self, scaler: LossScaler | None) -> None:
+    def loss_scaler(self, scaler: Any) -> None:
         self._loss_scaler = scaler
 
     def name_of(self, param: Parameter) -> str | None:
