@@ -188,13 +188,13 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
                 "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
         return  # nothing trainable was recorded: no gradient to write
-    _context.current().mode.store_grads(_GradWrite(tape, heads, head_grads, params, requests, wrt, wrt_avals))
+    _context.current().store.store_grads(_GradWrite(tape, heads, head_grads, params, requests, wrt, wrt_avals))
     if not retain_graph:
         tape.free(head_slots)
 
 
 class _GradWrite:
-    """The gradients of one ``backward``, stored as the current mode says (:meth:`hybrid._core.modes.Mode.store_grads`)."""
+    """The gradients of one ``backward``, stored as the state store says (:class:`hybrid._core.protocols.GradWrite`)."""
 
     __slots__ = ("tape", "heads", "head_grads", "params", "requests", "wrt", "wrt_avals")
 
@@ -223,7 +223,7 @@ class _GradWrite:
                     state.set(value, state.fresh)
         tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
 
-    def in_step(self, frame: Any) -> None:
+    def in_step(self, frame: _functional.CompileFrame) -> None:
         """As cells of the whole-step ``frame`` (``hybrid.compile``)."""
         self._accumulated()
 

@@ -189,8 +189,8 @@ class Trainer:
         if batch_size <= 0:
             raise ValueError(f"Trainer.step: batch_size must be positive, got {batch_size}")
         trainable = self._trainable()
-        mode = _context.current().mode
-        active = mode.fresh_grads(trainable)
+        store = _context.current().store
+        active = store.fresh_grads(trainable)
         if len(active) != len(trainable):
             if not ignore_stale_grad:
                 fresh = set(active)
@@ -210,7 +210,7 @@ class Trainer:
             self._placement.place_pending()  # parameters initialised at the first forward
         scaler = self._amp_loss_scaler
         guard = scaler.begin_step() if scaler is not None else None
-        mode.apply_update(self, self._program(active, guard), active, rescale)
+        store.apply_update(self, self._program(active, guard), active, rescale)
 
     def _update_now(self, program: UpdateProgram, active: list[Parameter], rescale: np.float32) -> None:
         """The update outside a compiled step: staged on the recording that computed the gradients, or

@@ -9,8 +9,10 @@ read and written, where gradients go and where random keys come from:
   ``value_and_grad``, a ``hybrid.compile`` step), or None when parameters hold their own values;
 - ``eager_only``: hybridized blocks run their Python forward (used by ``Block.summary``);
 - ``precision``: the mixed-precision policy in force (see :mod:`hybrid.graph.precision`);
-- ``mode``: the object that answers how parameters are read and written, blocks called, keys drawn
-  and state written in this context (:mod:`hybrid._core.modes`); consumers ask it and never test which it is.
+- ``mode``: the object that answers how parameters are read and written, blocks called and keys drawn
+  in this context (:mod:`hybrid._core.modes`); consumers ask it and never test which it is;
+- ``store``: the state store, which owns gradients, optimizer states and updates, the loss scaler and
+  host callbacks: the eager store, or the ``hybrid.compile`` step being traced (:mod:`hybrid._core.modes`).
 
 Scopes (``record``, ``pause``, ``train_mode``, frames) push a modified copy and pop it on
 exit; nothing else keeps mode state.
@@ -22,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .modes import call_depth, mode_of
+from .protocols import StateStore
 
 __all__ = ["Context", "current", "scope", "replace_current", "restore", "stack", "call_depth"]
 
@@ -30,9 +33,10 @@ GLOBAL_PRECISION = object()  # precision: the process-wide policy (hybrid.graph.
 
 class Context:
     """The current mode; immutable, replaced by :func:`scope`. ``mode`` (a :class:`hybrid._core.modes.Mode`)
-    is computed from ``frame``, ``recording`` and ``tape`` when the context is made."""
+    and ``store`` (a :class:`hybrid._core.protocols.StateStore`, the mode's) are computed from ``frame``,
+    ``recording`` and ``tape`` when the context is made."""
 
-    __slots__ = ("training", "tape", "recording", "frame", "eager_only", "precision", "mode")
+    __slots__ = ("training", "tape", "recording", "frame", "eager_only", "precision", "mode", "store")
 
     def __init__(self, training: bool = False, tape: Any = None, recording: bool = False, frame: Any = None,
                  eager_only: bool = False, precision: Any = GLOBAL_PRECISION):
@@ -42,7 +46,8 @@ class Context:
         self.frame = frame
         self.eager_only = eager_only
         self.precision = precision  # the AMP policy of hybrid.graph.precision.use, or GLOBAL_PRECISION
-        self.mode = mode_of(frame, recording, tape)
+        self.mode = mode = mode_of(frame, recording, tape)
+        self.store: StateStore = mode.state_store
 
     def replace(self, **changes: Any) -> "Context":
         fields = {name: getattr(self, name) for name in _FIELDS}
