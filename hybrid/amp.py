@@ -119,12 +119,12 @@ class LossScaler:
 
     def state(self) -> tuple:
         """(scale float32, good steps int32, skipped steps int32): arrays, or cells of a ``hybrid.compile`` step."""
-        return _context.current().mode.read_cell(Cell(LOSS_SCALER, self), lambda: self._state)
+        return _context.current().store.read_cell(Cell(LOSS_SCALER, self), lambda: self._state)
 
     def set_state(self, state: tuple) -> None:
         """Replace the state (inside a ``hybrid.compile`` step: after each call)."""
-        _context.current().mode.write_cell(Cell(LOSS_SCALER, self), lambda: self._state, self._set_state,
-                                           tuple(state))
+        _context.current().store.write_cell(Cell(LOSS_SCALER, self), lambda: self._state, self._set_state,
+                                            tuple(state))
 
     def _set_state(self, state: tuple) -> None:
         self._state = tuple(state)

@@ -57,7 +57,7 @@ def _host_update(update: Callable) -> Callable:
     metric with ``_defers`` holds device arrays instead of waiting for them."""
     @functools.wraps(update)
     def wrapped(self, labels, preds):
-        if _context.current().mode.host_call(functools.partial(update, self), labels, preds):
+        if _context.current().store.host_call(functools.partial(update, self), labels, preds):
             return  # inside hybrid.compile: an ordered callback of the step
         if not (self._defers and self._hold(labels, preds)):
             update(self, labels, preds)

@@ -109,14 +109,14 @@ def assign_all(params: Sequence["Parameter"], values: Sequence) -> None:
         param._data = value
 
 
-def consume_grads(params: Sequence["Parameter"], keep: bool = True, mode: Any = None) -> None:
+def consume_grads(params: Sequence["Parameter"], keep: bool = True, store: Any = None) -> None:
     """An optimizer step used the gradients of ``params``: they are no longer fresh, and unless ``keep``
-    they are dropped (reading one then raises). Given a ``mode`` (``hybrid._core.modes``: the current one,
-    or the frame tracing a compiled step), the mode marks them instead and ``keep`` does not apply (a
-    compiled step's own ``keep_grads`` decides what it drops)."""
-    if mode is not None:
+    they are dropped (reading one then raises). Given a state ``store`` (the current context's, or the
+    frame tracing a compiled step), the store marks them instead and ``keep`` does not apply (a compiled
+    step's own ``keep_grads`` decides what it drops)."""
+    if store is not None:
         for param in params:
-            mode.set_grad_fresh(param, False)
+            store.set_grad_fresh(param, False)
     elif keep:
         for param in params:
             param.grad_state.fresh = False
@@ -404,7 +404,7 @@ class Parameter(Watched):
             raise RuntimeError(f"Parameter {self._name!r} has grad_req='null' and no gradient")
         if self._data is None:
             self.data()  # raises the right uninitialised error
-        return _context.current().mode.read_cell(Cell(GRAD, self), self._stored_grad, self._checked_grad)
+        return _context.current().store.read_cell(Cell(GRAD, self), self._stored_grad, self._checked_grad)
 
     def _checked_grad(self) -> jax.Array:
         if self.grad_state.dropped:
@@ -431,17 +431,17 @@ class Parameter(Watched):
         """Set the gradient to zeros (needed between steps when ``grad_req='add'``)."""
         if self._grad_req != "null" and self._data is not None:
             zeros = jnp.zeros(self._data.shape, self._data.dtype)
-            _context.current().mode.write_cell(Cell(GRAD, self), self._stored_grad, self._set_grad, zeros)
+            _context.current().store.write_cell(Cell(GRAD, self), self._stored_grad, self._set_grad, zeros)
 
     def scale_grad(self, fn: Any) -> None:
         """Replace the gradient (if there is one) by ``fn(gradient)``, keeping its freshness."""
         if self._grad_req == "null" or self._data is None:
             return
-        mode = _context.current().mode
+        store = _context.current().store
         cell = Cell(GRAD, self)
-        grad = mode.read_cell(cell, self._stored_grad, self._kept_grad)
+        grad = store.read_cell(cell, self._stored_grad, self._kept_grad)
         if grad is not None:
-            mode.write_cell(cell, self._stored_grad, self._set_grad, fn(grad))
+            store.write_cell(cell, self._stored_grad, self._set_grad, fn(grad))
 
     def _kept_grad(self) -> Any:
         """The gradient outside a compiled step, or None when there is none (never written, or dropped)."""
@@ -455,23 +455,23 @@ class Parameter(Watched):
     def accumulate_grad(self, value: jax.Array) -> Any:
         """Write or add ``value`` according to grad_req and mark the gradient fresh; returns the new
         gradient (inside a ``hybrid.compile`` step, a cell of the step)."""
-        mode = _context.current().mode
+        store = _context.current().store
         cell = Cell(GRAD, self)
         if self._grad_req == "add":
-            old = mode.read_cell(cell, self._stored_grad, self._kept_grad)
+            old = store.read_cell(cell, self._stored_grad, self._kept_grad)
             if old is not None:
                 value = old + value
-        mode.write_cell(cell, self._stored_grad, self._set_grad, value)
-        mode.set_grad_fresh(self, True)
+        store.write_cell(cell, self._stored_grad, self._set_grad, value)
+        store.set_grad_fresh(self, True)
         return value
 
     def grad_is_fresh(self) -> bool:
         """Whether backward wrote the gradient since the last optimizer step (trace-aware)."""
-        return bool(_context.current().mode.fresh_grads((self,)))
+        return bool(_context.current().store.fresh_grads((self,)))
 
     def mark_grad_consumed(self) -> None:
         """The gradient was used by an optimizer step (trace-aware)."""
-        consume_grads((self,), mode=_context.current().mode)
+        consume_grads((self,), store=_context.current().store)
 
     def cast(self, dtype: Any) -> None:
         """Convert data and gradient to ``dtype``."""

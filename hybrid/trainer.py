@@ -217,8 +217,8 @@ class Trainer:
         if batch_size <= 0:
             raise ValueError(f"Trainer.step: batch_size must be positive, got {batch_size}")
         trainable = self._trainable()
-        mode = _context.current().mode
-        active = mode.fresh_grads(trainable)
+        store = _context.current().store
+        active = store.fresh_grads(trainable)
         if len(active) != len(trainable):
             if not ignore_stale_grad:
                 fresh = set(active)
@@ -237,7 +237,7 @@ class Trainer:
             self._placement.place_pending()  # parameters initialised at the first forward
         scaler = self._loss_scaler
         guard = scaler.begin_step() if scaler is not None else None
-        mode.apply_update(self, self._program(active, guard), active, rescale)
+        store.apply_update(self, self._program(active, guard), active, rescale)
 
     def _rescale(self, batch_size: float) -> np.float32:
         """The factor every update multiplies the gradients by for ``batch_size``: the optimizer's
@@ -365,7 +365,7 @@ class Trainer:
         for param, key, getter, weight, state in zip(active, keys, getters, new_weights, new_states):
             param.set_data(weight)
             frame.write_cell(key, getter, functools.partial(self._states.__setitem__, param), state)
-        consume_grads(active, mode=frame)
+        consume_grads(active, store=frame)
         if scaler_state:
             self._loss_scaler.set_state(scaler_state)
 

@@ -1,10 +1,11 @@
-"""Modes interpret; consumers do not switch.
+"""Modes and state stores interpret; consumers do not switch.
 
 The current context carries one mode object (eager, recording, a frame) that answers how parameters
-are read and written, blocks called, keys drawn and state written. These tests pin that down: the
-sites outside the mode modules that still read which mode is active are a short, named list; the
-mode follows the scopes; JAX's trace follows the recording; the precision policy is part of the
-context; cells have one named type.
+are read and written, blocks called and keys drawn, and one state store (eager, or the compiled step
+being traced) that answers how state is read and written. These tests pin that down: the sites outside
+the mode modules that still read which mode or store is active are a short, named list; state verbs are
+asked of the store and nothing else of it; the mode and the store follow the scopes; JAX's trace follows
+the recording; the precision policy is part of the context; cells have one named type.
 """
 from __future__ import annotations
 
@@ -18,15 +19,19 @@ import numpy as np
 import pytest
 
 import hybrid
-from hybrid._core import cells as _cells, context as _context, lazy as _lazy, modes as _modes
+from hybrid._core import cells as _cells, context as _context, functional as _functional, lazy as _lazy
+from hybrid._core import modes as _modes, protocols
 from hybrid import autograd, nn
 from hybrid.graph import precision
 
 ROOT = pathlib.Path(hybrid.__file__).resolve().parent
 
-# the modules that define the modes and the scopes that switch them
-MODE_MODULES = {"_core/modes.py", "_core/context.py", "_core/functional.py", "_core/scopes.py"}
-MODE_ATTRIBUTES = {"recording", "frame", "tape", "compile_frame", "whole_step", "inline_hybridized"}
+# the modules that define the modes, the stores and the scopes that switch them
+MODE_MODULES = {"_core/modes.py", "_core/context.py", "_core/functional.py", "_core/scopes.py", "_core/protocols.py"}
+MODE_ATTRIBUTES = {"recording", "frame", "tape", "compile_frame", "whole_step", "inline_hybridized", "state_store"}
+# what the state store answers, and nothing else does
+STORE_VERBS = {"read_cell", "write_cell", "fresh_grads", "set_grad_fresh", "store_grads", "apply_update", "host_call",
+               "depends_on"}
 
 # what may still read the mode, and why
 ALLOWED = {
@@ -39,22 +44,36 @@ ALLOWED = {
 
 
 def _is_context_read(node: ast.AST) -> bool:
-    """``_context.current()``, ``_functional.current()``, ``ctx``, ``frame`` or ``<x>.mode``."""
+    """``_context.current()``, ``_functional.current()``, ``ctx``, ``frame``, ``<x>.mode`` or ``<x>.store``."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "current":
         return True
     if isinstance(node, ast.Name) and node.id in ("ctx", "frame"):
         return True
-    return isinstance(node, ast.Attribute) and node.attr == "mode"
+    return isinstance(node, ast.Attribute) and node.attr in ("mode", "store")
+
+
+def _is_mode_or_store(node: ast.AST) -> bool:
+    """The context's mode or store (``_context.current().mode``, ``ctx.store``, ``stack.top.mode``...),
+    ``EAGER`` or ``EAGER_STORE``: what a comparison tests."""
+    if isinstance(node, ast.Attribute) and node.attr in ("mode", "store"):
+        base = node.value
+        return _is_context_read(base) or isinstance(base, ast.Attribute) and base.attr == "top"
+    return (isinstance(node, ast.Attribute) and node.attr in ("EAGER", "EAGER_STORE")) or \
+        (isinstance(node, ast.Name) and node.id in ("EAGER", "EAGER_STORE"))
+
+
+def _modules(root: pathlib.Path):
+    """(relative path, syntax tree) of every module outside the mode modules and the tape."""
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel not in MODE_MODULES and not rel.startswith("_core/lazy/"):
+            yield rel, ast.parse(path.read_text(), rel)
 
 
 def mode_reading_sites(root: pathlib.Path) -> set[tuple[str, str]]:
-    """(module, function) of every read of which mode is active, outside the mode modules and the tape."""
+    """(module, function) of every read of which mode or store is active, outside the mode modules and the tape."""
     sites = set()
-    for path in root.rglob("*.py"):
-        rel = path.relative_to(root).as_posix()
-        if rel in MODE_MODULES or rel.startswith("_core/lazy/"):
-            continue
-        tree = ast.parse(path.read_text(), rel)
+    for rel, tree in _modules(root):
 
         def visit(node: ast.AST, scope: list[str]) -> None:
             for child in ast.iter_child_nodes(node):
@@ -69,7 +88,9 @@ def mode_reading_sites(root: pathlib.Path) -> set[tuple[str, str]]:
                         child.func.attr in ("current", "compile_frame"):
                     hit = True
                 elif isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "isinstance" \
-                        and len(child.args) == 2 and any(n.endswith(("Frame", "Mode")) for n in _names(child.args[1])):
+                        and len(child.args) == 2 and any(n.endswith(("Frame", "Mode", "Store")) for n in _names(child.args[1])):
+                    hit = True
+                elif isinstance(child, ast.Compare) and any(_is_mode_or_store(n) for n in [child.left, *child.comparators]):
                     hit = True
                 if hit:
                     sites.add((rel, ".".join(s for s in scope if not s.startswith("<")) or "<module>"))
@@ -96,18 +117,102 @@ def test_the_scanner_finds_the_patterns_it_counts(tmp_path):
         "def b():\n    return _context.current().frame\n"
         "def c():\n    return _functional.compile_frame()\n"
         "class K:\n    def d(self, f):\n        return isinstance(f, _functional.CompileFrame)\n"
-        "def e(p):\n    return _context.current().mode.read_param(p)\n")  # asking the mode: not a read
-    assert mode_reading_sites(tmp_path) == {("consumer.py", "a"), ("consumer.py", "b"), ("consumer.py", "c"),
-                                            ("consumer.py", "K.d")}
+        "def e(p):\n    return _context.current().mode.read_param(p)\n"  # asking the mode: not a read
+        "def f():\n    return _context.current().store is _modes.EAGER_STORE\n"
+        "def g(s):\n    return isinstance(s, _modes.EagerStore)\n"
+        "def h(p):\n    return _context.current().store.fresh_grads([p])\n"  # asking the store: not a read
+        "def i():\n    return _context.current().frame.state_store\n"
+        "def j(ctx):\n    return ctx.mode == _modes.EAGER\n"
+        "def k(self):\n    return self.mode == 'max'\n")  # not the context's mode
+    assert mode_reading_sites(tmp_path) == {("consumer.py", n) for n in ("a", "b", "c", "K.d", "f", "g", "i", "j")}
+
+
+def asked(root: pathlib.Path) -> dict[str, set[str]]:
+    """The methods asked of the mode and of the store, ``{"mode": names, "store": names}``: called on
+    ``<x>.mode``/``<x>.store`` or on a local name bound to one."""
+    found: dict[str, set[str]] = {"mode": set(), "store": set()}
+    for _, tree in _modules(root):
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                continue
+            bound = {}
+            for node in ast.walk(function):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and \
+                        node.value.attr in found:
+                    bound.update({t.id: node.value.attr for t in node.targets if isinstance(t, ast.Name)})
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    receiver = node.func.value
+                    if isinstance(receiver, ast.Attribute) and receiver.attr in found:
+                        found[receiver.attr].add(node.func.attr)
+                    elif isinstance(receiver, ast.Name) and receiver.id in bound:
+                        found[bound[receiver.id]].add(node.func.attr)
+    return found
+
+
+def test_state_verbs_are_asked_of_the_store_and_nothing_else_is():
+    verbs = asked(ROOT)
+    assert verbs["store"] and verbs["store"] <= STORE_VERBS, sorted(verbs["store"] - STORE_VERBS)
+    assert verbs["mode"] and not verbs["mode"] & STORE_VERBS, sorted(verbs["mode"] & STORE_VERBS)
+    assert {n for n in dir(protocols.StateStore) if not n.startswith("_")} == STORE_VERBS
+    for mode in (_modes.Mode, _modes.RecordingMode, _modes.FrameRecordingMode, _functional.Frame,
+                 _functional.TraceFrame, _functional.ApplyFrame, _functional.TransformFrame):
+        assert not STORE_VERBS & set(dir(mode)), mode  # a mode forwards no state verb
+    for store in (_modes.EAGER_STORE, _functional.CompileFrame({}, {})):
+        assert isinstance(store, protocols.StateStore)
+
+
+def test_the_scanner_finds_what_is_asked(tmp_path):
+    (tmp_path / "consumer.py").write_text(
+        "def a(p):\n    store = _context.current().store\n    store.set_grad_fresh(p, True)\n"
+        "    return _context.current().mode.read_param(p)\n"
+        "def b(p):\n    mode = _context.stack.top.mode\n    return mode.fresh_grads([p])\n")
+    assert asked(tmp_path) == {"mode": {"read_param", "fresh_grads"}, "store": {"set_grad_fresh"}}
+
+
+def test_the_mode_modules_import_no_consumer():
+    banned = {"hybrid.trainer", "hybrid.block", "hybrid.parameter", "hybrid.autograd"}
+    for name in ("modes", "context", "functional", "scopes", "protocols"):
+        for node in ast.walk(ast.parse((ROOT / "_core" / f"{name}.py").read_text())):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                package = {0: "", 1: "hybrid._core", 2: "hybrid"}[node.level]
+                base = ".".join(p for p in (package, node.module) if p)
+                imported = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            assert not banned & {".".join(m.split(".")[:2]) for m in imported}, (name, imported)
+
+
+def test_the_objects_the_modes_act_on_have_the_protocols_methods(monkeypatch):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    net.hybridize()
+    trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    assert isinstance(net.weight, protocols.StoredParam)
+    assert isinstance(net, protocols.BlockCall)
+    assert isinstance(net._compiled_op(), protocols.CompiledCall)
+    assert isinstance(trainer, protocols.UpdateTarget)
+    assert isinstance(_functional.CompileFrame({}, {}), protocols.StepStore)
+    seen = []
+    original = _modes.EagerStore.store_grads
+    monkeypatch.setattr(_modes.EagerStore, "store_grads", lambda self, write: (seen.append(write), original(self, write)))
+    with autograd.record():
+        l = net(jnp.ones((1, 3))).sum()
+    l.backward()
+    assert len(seen) == 1 and isinstance(seen[0], protocols.GradWrite)
 
 
 def test_the_mode_follows_the_scopes():
     assert _context.current().mode is _modes.EAGER
+    assert _context.current().store is _modes.EAGER_STORE
     with autograd.record():
         mode = _context.current().mode
         assert isinstance(mode, _modes.RecordingMode) and mode.recording
         assert mode.tape is _context.current().tape
         assert _lazy.current_trace() is mode.tape.trace  # JAX's trace follows the recording
+        assert _context.current().store is _modes.EAGER_STORE
         with autograd.pause():
             assert _context.current().mode is _modes.EAGER
             assert _lazy.current_trace() is mode.tape.parent
@@ -138,9 +243,16 @@ def test_a_frame_is_the_mode_and_records_over_it():
     @hybrid.compile
     def step(x):
         seen["step"] = _context.current().mode
+        seen["store"] = _context.current().store
         with autograd.record():
             seen["recording"] = _context.current().mode
+            seen["recording store"] = _context.current().store
             out = net(x).sum()
+            with _functional.frame({}) as inner:  # a frame inside the step: the step's state
+                seen["inner store"] = _context.current().store
+                assert _context.current().mode is inner
+        with _functional.no_frame():  # outside the frames: the eager state
+            seen["no frame store"] = _context.current().store
         return out
 
     x = jnp.ones((4, 2))
@@ -149,6 +261,10 @@ def test_a_frame_is_the_mode_and_records_over_it():
     assert float(step(x)) == pytest.approx(expected, rel=1e-5)
     assert seen["step"].whole_step
     assert isinstance(seen["recording"], _modes.FrameRecordingMode) and seen["recording"].parent is seen["step"]
+    assert seen["store"] is seen["step"] and seen["recording store"] is seen["step"]
+    assert seen["inner store"] is seen["step"] and seen["no frame store"] is _modes.EAGER_STORE
+    with _functional.frame({}):  # a frame outside any step: the eager state
+        assert _context.current().store is _modes.EAGER_STORE
 
 
 def test_cells_have_one_named_type():

@@ -8,8 +8,10 @@ read and written, where gradients go and where random keys come from:
 - ``frame``: the :class:`hybrid._core.functional.Frame` of a functional run (a hybridize trace, a
   ``value_and_grad``, a ``hybrid.compile`` step), or None when parameters hold their own values;
 - ``eager_only``: hybridized blocks run their Python forward (used by ``Block.summary``);
-- ``mode``: the object that answers how parameters are read and written, blocks called, keys drawn
-  and state written in this context (:mod:`hybrid._core.modes`); consumers ask it and never test which it is.
+- ``mode``: the object that answers how parameters are read and written, blocks called and keys drawn
+  in this context (:mod:`hybrid._core.modes`); consumers ask it and never test which it is;
+- ``store``: the state store, which owns gradients, optimizer states and updates, the loss scaler and
+  host callbacks: the eager store, or the ``hybrid.compile`` step being traced (:mod:`hybrid._core.modes`).
 
 Scopes (``record``, ``pause``, ``train_mode``, frames) push a modified copy and pop it on
 exit; nothing else keeps mode state.
@@ -21,15 +23,17 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .modes import call_depth, mode_of
+from .protocols import StateStore
 
 __all__ = ["Context", "current", "scope", "replace_current", "restore", "stack", "call_depth"]
 
 
 class Context:
     """The current mode; immutable, replaced by :func:`scope`. ``mode`` (a :class:`hybrid._core.modes.Mode`)
-    is computed from ``frame``, ``recording`` and ``tape`` when the context is made."""
+    and ``store`` (a :class:`hybrid._core.protocols.StateStore`, the mode's) are computed from ``frame``,
+    ``recording`` and ``tape`` when the context is made."""
 
-    __slots__ = ("training", "tape", "recording", "frame", "eager_only", "mode")
+    __slots__ = ("training", "tape", "recording", "frame", "eager_only", "mode", "store")
 
     def __init__(self, training: bool = False, tape: Any = None, recording: bool = False, frame: Any = None,
                  eager_only: bool = False):
@@ -38,7 +42,8 @@ class Context:
         self.recording = recording  # operations go on the tape
         self.frame = frame
         self.eager_only = eager_only
-        self.mode = mode_of(frame, recording, tape)
+        self.mode = mode = mode_of(frame, recording, tape)
+        self.store: StateStore = mode.state_store
 
     def replace(self, **changes: Any) -> "Context":
         fields = {name: getattr(self, name) for name in _FIELDS}

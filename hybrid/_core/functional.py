@@ -10,7 +10,7 @@ Parameters) meets the functional world (arrays in, arrays out).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -20,10 +20,12 @@ from jax.experimental import io_callback
 
 from . import cells as _cells, context as _context, modes as _modes, stream as _stream
 from .cells import Cell
+from .protocols import BlockCall, CompiledCall, GradWrite, StateStore, StoredParam, UpdateTarget
 from .modes import holds_tracers  # noqa: F401 - also reached as _functional.holds_tracers
 from .scopes import no_frame  # noqa: F401 - also reached as _functional.no_frame
 from ..errors import TransformStateError
 from .state_lock import state_lock
+from .watch import Watched
 
 
 class Frame(_modes.Mode):
@@ -32,11 +34,11 @@ class Frame(_modes.Mode):
 
     ``key`` is None (draw from the global stream), a key, or ``(base_key, counter)``.
     In a plain Frame hybridized children call their compiled graph; in a
-    :class:`TraceFrame` (hybridize tracing a graph) they are inlined. State cells (gradients,
-    optimizer states...) are answered by ``outer``: the enclosing whole-step frame, else the eager mode.
+    :class:`TraceFrame` (hybridize tracing a graph) they are inlined. ``state_store`` is the state store
+    of a context with this frame: the enclosing whole-step frame, else the eager store.
     """
 
-    __slots__ = ("values", "updates", "accessed", "missing", "key", "key_count", "parent", "outer")
+    __slots__ = ("values", "updates", "accessed", "missing", "key", "key_count", "parent", "state_store")
     inline_hybridized = False
     whole_step = False
 
@@ -51,9 +53,9 @@ class Frame(_modes.Mode):
         self.key = jax.random.fold_in(*key) if isinstance(key, tuple) and key else key
         self.key_count = 0
         self.parent = parent
-        self.outer = parent.outer if parent is not None else _modes.EAGER
+        self.state_store: StateStore = parent.state_store if parent is not None else _modes.EAGER_STORE
 
-    def assign_attribute(self, block: Any, name: str, value: Any) -> None:
+    def assign_attribute(self, block: BlockCall, name: str, value: Any) -> None:
         """``block.name = value`` inside ``forward``, where ``value`` holds arrays; the attribute is
         then set as usual unless this raises."""
         if not holds_tracers(value):
@@ -62,19 +64,14 @@ class Frame(_modes.Mode):
             f"{type(block).__name__}.{name}: an attribute assigned inside forward holds a traced value here "
             "(a value_and_grad or functional run), which would outlive the call; return it from forward instead")
 
-    def note_call(self, block: Any) -> None:
-        """A block is called while this frame (or a frame inside it) is active."""
-        if self.parent is not None:
-            self.parent.note_call(block)
-
-    def call_block(self, block: Any, args: tuple, kwargs: dict) -> Any:
+    def call_block(self, block: BlockCall, args: tuple, kwargs: dict) -> Any:
         """Run a block called while this frame is active."""
-        self.note_call(block)
+        self.state_store.depends_on(block)
         if block._active and not self.inline_hybridized:
             return block._get_cached_op()((args, kwargs))
         return block._run_forward((args, kwargs))
 
-    def lookup(self, param) -> Any:
+    def lookup(self, param: StoredParam) -> Any:
         """The array standing for ``param`` in this frame, or None if it is not supplied."""
         self.accessed[param] = True
         value = self.updates.get(param)
@@ -82,7 +79,7 @@ class Frame(_modes.Mode):
             value = self.values.get(param)
         return value
 
-    def store(self, param, value: Any) -> None:
+    def store(self, param: StoredParam, value: Any) -> None:
         """Record ``param.set_data(value)`` made while this frame is active."""
         if param not in self.values and param not in self.updates:
             self.missing[param] = True
@@ -101,11 +98,11 @@ class Frame(_modes.Mode):
         self.key_count += 1
         return jax.random.fold_in(self.key, self.key_count)
 
-    def deferred_init(self, block: Any) -> None:
+    def deferred_init(self, block: BlockCall) -> None:
         """``block`` is about to initialise parameters whose shapes waited for this call."""
 
     # -- the mode's answers (hybrid._core.modes.Mode) --
-    def read_param(self, param) -> Any:
+    def read_param(self, param: StoredParam) -> Any:
         with state_lock:
             value = self.lookup(param)
             if value is None:
@@ -115,45 +112,21 @@ class Frame(_modes.Mode):
                 self.missing[param] = True
             return value
 
-    def write_param(self, param, value: Any) -> None:
+    def write_param(self, param: StoredParam, value: Any) -> None:
         self.store(param, value)
 
-    def run_cached(self, op: Any, entry: Any, arrays: list) -> Any:
+    def run_cached(self, op: CompiledCall, entry: Any, arrays: list) -> Any:
         return op._call_in_frame(entry, arrays, self)
 
     def program_rng(self) -> tuple:
         return self.next_key(), np.uint32(0)
 
-    def before_trace(self, op: Any, args: tuple) -> None:
+    def before_trace(self, op: CompiledCall, args: tuple) -> None:
         pass  # the trace initialises deferred parameters
-
-    def read_derived(self, cell: Cell, sources: list, getter: Callable[[], Any]) -> Any:
-        return None
-
-    def read_cell(self, cell: Cell, getter: Callable[[], Any], outside: Callable[[], Any] | None = None) -> Any:
-        return self.outer.read_cell(cell, getter, outside)
-
-    def write_cell(self, cell: Cell, getter: Callable[[], Any], setter: Callable[[Any], None], value: Any) -> None:
-        self.outer.write_cell(cell, getter, setter, value)
-
-    def fresh_grads(self, params) -> list:
-        return self.outer.fresh_grads(params)
-
-    def set_grad_fresh(self, param, fresh: bool) -> None:
-        self.outer.set_grad_fresh(param, fresh)
-
-    def store_grads(self, write: Any) -> None:
-        self.outer.store_grads(write)
-
-    def apply_update(self, trainer: Any, program: Any, active: list, rescale: Any) -> None:
-        self.outer.apply_update(trainer, program, active, rescale)
-
-    def host_call(self, fn: Callable, *args: Any) -> bool:
-        return self.outer.host_call(fn, *args)
 
 
 class CompileFrame(Frame):
-    """The frame of a whole-step trace (``hybrid.compile``).
+    """The frame of a whole-step trace (``hybrid.compile``), and the state store of the contexts inside it.
 
     Every piece of state the step reads or writes is a *cell* with a key, a getter and a
     setter (parameter data, gradients, optimizer states...). A cell read for the first time
@@ -179,7 +152,7 @@ class CompileFrame(Frame):
         self.missing_host: dict = {}
         self.fresh: dict = {}
         self.watched: dict = {}  # blocks called and optimizers run in the step: the compiled step watches them
-        self.outer = self
+        self.state_store = self
 
     def read(self, key: Any, getter: Callable[[], Any]) -> Any:
         """The current value of a cell: written earlier in the step, an input, or (discovery) concrete."""
@@ -215,52 +188,48 @@ class CompileFrame(Frame):
                 return jax.random.key(0)
             return jnp.zeros(shape, dtype)
 
-    def lookup(self, param) -> Any:
+    def lookup(self, param: StoredParam) -> Any:
         if not param.is_initialized:
             return None
         return self.read(Cell(_cells.DATA, param), lambda: param.own_data)
 
-    def store(self, param, value: Any) -> None:
+    def store(self, param: StoredParam, value: Any) -> None:
         def setter(new, p=param):
             p.assign_data(new)
         self.write(Cell(_cells.DATA, param), lambda p=param: p.own_data, setter, value)
 
-    def note_call(self, block: Any) -> None:
-        self.depends_on(block)
-
-    def depends_on(self, watched: Any) -> None:
-        """The step depends on ``watched`` (a ``hybrid._core.watch.Watched``): its change invalidates the
-        compiled step."""
-        self.watched[watched] = True
-
-    def assign_attribute(self, block: Any, name: str, value: Any) -> None:
+    def assign_attribute(self, block: BlockCall, name: str, value: Any) -> None:
         """An attribute assigned in the step becomes a program output, set after every call."""
         def setter(new, block=block, name=name):
             object.__setattr__(block, name, new)
         self.write(Cell(_cells.ATTRIBUTE, block, name), lambda: None, setter, value)
 
+    # -- the state store's answers (hybrid._core.protocols.StateStore) --
     def read_cell(self, cell: Cell, getter: Callable[[], Any], outside: Callable[[], Any] | None = None) -> Any:
         return self.read(cell, getter)
 
     def write_cell(self, cell: Cell, getter: Callable[[], Any], setter: Callable[[Any], None], value: Any) -> None:
         self.write(cell, getter, setter, value)
 
-    def fresh_grads(self, params) -> list:
+    def fresh_grads(self, params: Sequence[StoredParam]) -> list:
         fresh = self.fresh
         return [p for p in params if fresh.get(p, p.grad_state.fresh)]
 
-    def set_grad_fresh(self, param, fresh: bool) -> None:
+    def set_grad_fresh(self, param: StoredParam, fresh: bool) -> None:
         self.fresh[param] = fresh  # local to the trace; the compiled step sets it after every call
 
-    def store_grads(self, write: Any) -> None:
+    def store_grads(self, write: GradWrite) -> None:
         write.in_step(self)
 
-    def apply_update(self, trainer: Any, program: Any, active: list, rescale: Any) -> None:
+    def apply_update(self, trainer: UpdateTarget, program: Any, active: list, rescale: Any) -> None:
         trainer.update_in_trace(self, program, active, rescale)
 
     def host_call(self, fn: Callable, *args: Any) -> bool:
         io_callback(fn, None, *args, ordered=True)
         return True
+
+    def depends_on(self, watched: Watched) -> None:
+        self.watched[watched] = True
 
     def next_key(self) -> jax.Array:
         if self.key is None:
@@ -283,7 +252,7 @@ class TraceFrame(Frame):
         self.attributes: dict = {}  # (block, name) -> traced value: outputs of the call, set after it
         self.previous: dict = {}    # (block, name) -> value before the trace (or _ABSENT)
 
-    def assign_attribute(self, block: Any, name: str, value: Any) -> None:
+    def assign_attribute(self, block: BlockCall, name: str, value: Any) -> None:
         self.attributes[(block, name)] = value
         self.previous.setdefault((block, name), block.__dict__.get(name, _ABSENT))
 
@@ -332,19 +301,19 @@ class TransformFrame(Frame):
 
     __slots__ = ()
 
-    def lookup(self, param) -> Any:
+    def lookup(self, param: StoredParam) -> Any:
         return None
 
-    def store(self, param, value: Any) -> None:
+    def store(self, param: StoredParam, value: Any) -> None:
         raise refusal(f"Parameter {param.name!r} would be updated (running statistics?)")
 
-    def assign_attribute(self, block: Any, name: str, value: Any) -> None:
+    def assign_attribute(self, block: BlockCall, name: str, value: Any) -> None:
         raise refusal(f"attribute {name!r} would be assigned")
 
     def next_key(self) -> jax.Array:
         raise refusal("a random key would be drawn (dropout in training mode?)")
 
-    def deferred_init(self, block: Any) -> None:
+    def deferred_init(self, block: BlockCall) -> None:
         raise refusal("parameters with deferred shapes would be initialised (call the block once "
                        "outside the transformation first, or give the shapes)")
 

@@ -1,7 +1,7 @@
 """The backward engine: the gradients of recorded heads, staged on the tape that recorded them.
 
 ``backward(heads)`` finds the parameters the heads depend on among those read inside ``record()`` and
-hands their gradients to the current mode (:meth:`hybrid._core.modes.Mode.store_grads`): written onto
+hands their gradients to the current state store (``store_grads``, :mod:`hybrid._core.modes`): written onto
 the parameters (computed with the recording's next run, packed when every request is ``'write'``), or
 as cells of a ``hybrid.compile`` step. ``grad(heads, variables)`` returns gradients of any recorded
 values. Parameters are reached through their public doors (``grad_reqs``, ``grad_state``,
@@ -15,9 +15,10 @@ from typing import Any
 import jax
 
 from . import context as _context, lazy as _lazy, scopes as _scopes
+from .protocols import StepStore
 from ..errors import AutogradError
 
-__all__ = ["backward", "grad", "GradWrite"]
+__all__ = ["backward", "grad"]
 
 def _as_list(x: Any) -> list:
     if isinstance(x, (list, tuple)):
@@ -114,13 +115,13 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
                 f"record() (e.g. {trainable[0].name!r}), so none would get a gradient. Compute the heads from the "
                 "blocks' outputs; to differentiate plain arrays use autograd.grad(heads, variables).")
         return  # nothing trainable was recorded: no gradient to write
-    _context.current().mode.store_grads(GradWrite(tape, heads, head_grads, params, requests, wrt, wrt_avals))
+    _context.current().store.store_grads(_GradWrite(tape, heads, head_grads, params, requests, wrt, wrt_avals))
     if not retain_graph:
         tape.free(head_slots)
 
 
-class GradWrite:
-    """The gradients of one ``backward``, stored as the current mode says (:meth:`hybrid._core.modes.Mode.store_grads`)."""
+class _GradWrite:
+    """The gradients of one ``backward``, stored as the state store says (:class:`hybrid._core.protocols.GradWrite`)."""
 
     __slots__ = ("tape", "heads", "head_grads", "params", "requests", "wrt", "wrt_avals")
 
@@ -150,7 +151,7 @@ class GradWrite:
                     state.set(value, state.fresh)
         tape.write_group(object(), [tape.slot_of(g) for g in new], computed)
 
-    def in_step(self, frame: Any) -> None:
+    def in_step(self, frame: StepStore) -> None:
         """As cells of the whole-step ``frame`` (``hybrid.compile``)."""
         self._accumulated()
 
