@@ -8,6 +8,7 @@ __all__ = list(_names)
 
 def __getattr__(name: str):
     if name in ("Orthogonal", "Bilinear", "Mixed", "Load", "InitDesc", "FusedRNN"):
-        raise AttributeError(f"mx.init.{name} is not available in hybrid: any function (shape, dtype) -> array serves "
-                             "as an initializer (weight_initializer=, Parameter(init=)); see docs/porting-from-gluon.md")
+        raise AttributeError(f"mx.init.{name} is not available in hybrid: any function (shape, dtype) -> array "
+                             "serves as an initializer (weight_initializer=, Parameter(init=)); "
+                             "see docs/porting-from-gluon.md")
     raise AttributeError(f"module 'mx.init' has no attribute {name!r}")

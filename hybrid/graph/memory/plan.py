@@ -77,7 +77,8 @@ class MemoryPlan:
             mark = "  *" if name == self.strategy else ""
             lines.append(f"  {name:<22} {format_bytes(arena):>12}  {ratio:>8}{mark}")
         if self.xla_bytes is not None:
-            lines.append(f"  XLA, compiled program  {format_bytes(self.xla_bytes):>12}  (temp + arguments + outputs - aliased)")
+            lines.append(f"  XLA, compiled program  {format_bytes(self.xla_bytes):>12}  "
+                         "(temp + arguments + outputs - aliased)")
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:

@@ -1,8 +1,9 @@
 """Algebraic simplification: identities that leave values and derivatives unchanged.
 
 ``x*1``, ``1*x``, ``x/1``, ``x+0``, ``0+x``, ``x-0``, ``-(-x)``, converts to the same dtype, reshapes and
-broadcasts to the same shape, identity transposes, ``select(p, a, a)``, reductions over no axes; ``transpose(transpose(x))`` and ``reshape(reshape(x))`` become
-one op. ``stop_gradient`` is never removed: the graph is differentiated after the passes.
+broadcasts to the same shape, identity transposes, ``select(p, a, a)``, reductions over no axes;
+``transpose(transpose(x))`` and ``reshape(reshape(x))`` become one op. ``stop_gradient`` is never removed: the
+graph is differentiated after the passes.
 """
 from __future__ import annotations
 
