@@ -1,7 +1,6 @@
 """``mxnet.initializer`` (``mx.init``): hybrid's initializers (``hybrid.init``) under MXNet's names."""
 from ..init import *  # noqa: F401,F403
 from ..init import __all__ as _names
-from ..init import Initializer
 
 __all__ = list(_names)
 
