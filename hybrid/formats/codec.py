@@ -41,7 +41,7 @@ _TAGS = ("float", "list", "dtype", "enum", "struct", "prng_impl")
 
 @functools.lru_cache(maxsize=None)
 def _key_dtypes() -> dict[str, Any]:
-    dtypes = [jax.eval_shape(lambda: jax.random.key(0, impl=impl)).dtype for impl in _KEY_IMPLS]
+    dtypes = [jax.eval_shape(functools.partial(jax.random.key, 0, impl=impl)).dtype for impl in _KEY_IMPLS]
     return {str(dtype): dtype for dtype in dtypes}
 
 
@@ -50,7 +50,7 @@ def prng_impls() -> dict[str, Any]:
     """PRNG implementation objects by name, as found in ``random_seed``/``random_wrap`` parameters."""
     found = {}
     for impl in _KEY_IMPLS:
-        jaxpr = jax.make_jaxpr(lambda: jax.random.key(0, impl=impl))()
+        jaxpr = jax.make_jaxpr(functools.partial(jax.random.key, 0, impl=impl))()
         for eqn in jaxpr.eqns:
             if "impl" in eqn.params:
                 found[eqn.params["impl"].name] = eqn.params["impl"]
