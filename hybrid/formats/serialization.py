@@ -153,7 +153,12 @@ def encode_arrays(arrays: Mapping[str, Any]) -> bytes:
     if extended:
         host[_DTYPES_KEY] = np.frombuffer(json.dumps(extended).encode(), np.uint8)
     buffer = io.BytesIO()
-    np.savez(buffer, **host)
+    # np.savez's archive, written member by member: np.savez(buffer, **host) would read arrays named
+    # "file" or "allow_pickle" as its own arguments
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in host.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
     return buffer.getvalue()
 
 
