@@ -10,7 +10,7 @@ import warnings
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +28,9 @@ from .errors import DeferredInitializationError, HybridizeError, ShapeError, loc
 from .graph.memory.remat import check_spec as check_remat
 from .graph.pipeline import resolve_passes
 from .parameter import Parameter, ParameterDict, parameter_file_loader, save_parameter_file, unique_params
+
+if TYPE_CHECKING:
+    from ._compiled.cached_op import CachedOp
 
 __all__ = ["Block", "HybridBlock", "HookHandle"]
 
@@ -157,12 +160,12 @@ _TREE_CHANGES = [0]
 _DECLARED: "weakref.WeakKeyDictionary[type, frozenset]" = weakref.WeakKeyDictionary()
 
 
-def _declared_gluon1_keywords(cls: type) -> frozenset:
+def _declared_gluon1_keywords(cls: type[Any]) -> frozenset:
     """Which of ``prefix``/``params`` ``cls.__init__`` names explicitly (those it handles itself)."""
     names = _DECLARED.get(cls)
     if names is None:
         try:
-            parameters = inspect.signature(cls.__init__).parameters
+            parameters: Mapping[str, inspect.Parameter] = inspect.signature(cls.__init__).parameters
         except (TypeError, ValueError):
             parameters = {}
         kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -210,6 +213,17 @@ class Block(Watched, metaclass=_BlockMeta):
     """
 
     _active = False
+    _children: OrderedDict[str, Block]
+    _reg_params: OrderedDict[str, Parameter]
+    _forward_hooks: OrderedDict[int, Callable]
+    _forward_pre_hooks: OrderedDict[int, Callable]
+    _scope_name: str
+    _name: str
+    _prefix: str | None
+    # set only on some blocks (read through self.__dict__.get):
+    _shared_params: dict[str, Parameter]  # Gluon 1.x's params=
+    _gluon1_params: dict[str, Parameter]  # created by self.params.get
+    _scope_counts: dict[str, int]  # blocks of each class created in this block's name_scope
 
     def __init__(self, prefix: str | None = None, params: dict[str, Parameter] | None = None):
         object.__setattr__(self, "_children", OrderedDict())
@@ -832,6 +846,13 @@ class HybridBlock(Block):
     Children must be HybridBlocks too.
     """
 
+    _cached_op: CachedOp | None
+    _passes: tuple[str, ...]
+    # set only on some blocks (read through self.__dict__.get or getattr):
+    _remat: Any  # hybridize's remat=
+    _recorded_op: CachedOp  # the un-optimised compiled calls
+    _runs_compiled_at: tuple[int, bool]  # (_TREE_CHANGES when computed, _runs_compiled's answer)
+
     def __init__(self, prefix: str | None = None, params: dict[str, Parameter] | None = None):
         super().__init__(prefix=prefix, params=params)
         object.__setattr__(self, "_active", False)
@@ -929,7 +950,7 @@ class HybridBlock(Block):
             return super().infer_shape(*args, **kwargs)
         _gluon1.infer_shapes(self, args, kwargs)
 
-    def _get_cached_op(self) -> _cached_op.CachedOp:
+    def _get_cached_op(self) -> CachedOp:
         op = self._cached_op
         if op is None:
             op = _cached_op.CachedOp(self, self._passes, getattr(self, "_remat", None))
@@ -950,7 +971,7 @@ class HybridBlock(Block):
         object.__setattr__(self, "_runs_compiled_at", (_TREE_CHANGES[0], answer))
         return answer
 
-    def _compiled_op(self) -> _cached_op.CachedOp:
+    def _compiled_op(self) -> CachedOp:
         """The compiled calls of this block: the hybridized ones, else un-optimised ones."""
         if self._active:
             return self._get_cached_op()

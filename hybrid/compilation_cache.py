@@ -8,8 +8,9 @@
 
 The directory is capped at ``DEFAULT_MAX_SIZE`` (1 GiB), least recently used entries go first (JAX does
 this with the ``filelock`` package; without it, the oldest entries are removed when a process starts).
-A user who configured JAX's cache (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config.update('jax_compilation_cache_dir', ...)`` before
-``import hybrid``, or ``jax_enable_compilation_cache`` off) keeps that configuration untouched.
+A user who configured JAX's cache (``JAX_COMPILATION_CACHE_DIR`` or
+``jax.config.update('jax_compilation_cache_dir', ...)`` before ``import hybrid``, or
+``jax_enable_compilation_cache`` off) keeps that configuration untouched.
 
 Safety comes from JAX's cache: the key hashes the program, the jaxlib version, the backend's platform and
 version, the XLA flags and the compile options, so another jaxlib or device never loads an entry made by

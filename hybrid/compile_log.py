@@ -31,7 +31,8 @@ def set_verbosity(level: int | str = "INFO", recompile_limit: int | None = None)
     if isinstance(level, str):
         name = level.upper()
         if not isinstance(logging.getLevelName(name), int):
-            raise ValueError(f"set_verbosity: unknown level {level!r}; expected DEBUG, INFO, WARNING, ERROR or CRITICAL")
+            raise ValueError(f"set_verbosity: unknown level {level!r}; "
+                             "expected DEBUG, INFO, WARNING, ERROR or CRITICAL")
         level = logging.getLevelName(name)
     _ROOT.setLevel(level)
     if not _ROOT.handlers:

@@ -16,7 +16,8 @@ from .graph import layer_ops, precision
 
 __all__ = ["Loss", "check_label_values", "L2Loss", "L1Loss", "SoftmaxCrossEntropyLoss", "SoftmaxCELoss",
            "SigmoidBinaryCrossEntropyLoss", "SigmoidBCELoss", "KLDivLoss", "HuberLoss", "HingeLoss",
-           "SquaredHingeLoss", "LogisticLoss", "TripletLoss", "PoissonNLLLoss", "CosineEmbeddingLoss", "SDMLLoss", "CTCLoss"]
+           "SquaredHingeLoss", "LogisticLoss", "TripletLoss", "PoissonNLLLoss", "CosineEmbeddingLoss", "SDMLLoss",
+           "CTCLoss"]
 
 
 class _LabelValueChecks:
@@ -40,7 +41,7 @@ def _label_kind(dtype: Any) -> str | None:
     kind = _LABEL_KINDS.get(dtype, False)
     if kind is False:
         kind = ("integer" if jnp.issubdtype(dtype, jnp.integer) else
-                "real" if jnp.issubdtype(dtype, jnp.floating) or dtype == bool else None)
+                "real" if jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.bool_) else None)
         _LABEL_KINDS[dtype] = kind
     return kind
 
@@ -488,7 +489,9 @@ def ctc_negative_log_likelihood(scores, label, pred_lengths=None, label_lengths=
     # a non-blank state may skip the blank before it when its label differs from the previous label
     skip = (extended != blank) & (extended != jnp.roll(extended, 2, axis=1))
     skip = skip.at[:, :2].set(False)
-    emit = lambda t: jnp.take_along_axis(log_probs[t], extended, axis=1)
+
+    def emit(t):
+        return jnp.take_along_axis(log_probs[t], extended, axis=1)
 
     alpha = jnp.full((batch, positions), _IMPOSSIBLE, log_probs.dtype)
     alpha = alpha.at[:, :2].set(emit(0)[:, :2])

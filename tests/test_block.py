@@ -186,6 +186,17 @@ def test_load_errors_and_nothing_half_loaded(tmp_path):
         b.load_parameters(str(tmp_path / "missing.params"))
 
 
+def test_arrays_named_like_savez_arguments_round_trip(tmp_path):
+    path = str(tmp_path / "named.params")
+    arrays = {"file": np.ones(2, np.float32), "allow_pickle": np.zeros(3, np.float32)}
+    serialization.save_arrays(path, arrays)
+    loaded = serialization.load_arrays(path)
+    assert sorted(loaded) == ["allow_pickle", "file"]
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(loaded[name], array)
+    assert sorted(np.load(path)) == ["allow_pickle", "file"]
+
+
 def test_loading_rejects_corrupt_and_pickled_files(tmp_path):
     net = built()
     path = str(tmp_path / "net.params")
@@ -211,11 +222,11 @@ def test_save_is_atomic_when_interrupted(tmp_path, monkeypatch):
     net.save_parameters(path)
     original = open(path, "rb").read()
 
-    def crash(handle, **arrays):
+    def crash(handle, array, **kwargs):
         handle.write(b"partial")
         raise KeyboardInterrupt("simulated crash mid-save")
 
-    monkeypatch.setattr(np, "savez", crash)
+    monkeypatch.setattr(np.lib.format, "write_array", crash)
     with pytest.raises(KeyboardInterrupt):
         built(1).save_parameters(path)
     assert open(path, "rb").read() == original

@@ -110,7 +110,8 @@ def build_graph(outputs: Sequence[Value], data: Sequence[Value]) -> Graph:
             raise TypeError(f"SymbolBlock: inputs must be named inputs from GraphBuilder.input, got {value!r}")
     data_ids = {v.id for v in data}
     params = sorted((v for v in leaves.values() if v.name and v.id not in data_ids), key=lambda v: v.id)
-    consts = {v: v.array for v in sorted(leaves.values(), key=lambda v: v.id) if isinstance(v, _ConstValue)}
+    consts: dict[Value, Any] = {v: v.array for v in sorted(leaves.values(), key=lambda v: v.id)
+                                if isinstance(v, _ConstValue)}
     unnamed = [v for v in leaves.values() if not v.name and not isinstance(v, _ConstValue)]
     if unnamed:
         raise TypeError(f"SymbolBlock: values {unnamed} have no producer, name or constant value")

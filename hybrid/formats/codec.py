@@ -41,7 +41,7 @@ _TAGS = ("float", "list", "dtype", "enum", "struct", "prng_impl")
 
 @functools.lru_cache(maxsize=None)
 def _key_dtypes() -> dict[str, Any]:
-    dtypes = [jax.eval_shape(lambda: jax.random.key(0, impl=impl)).dtype for impl in _KEY_IMPLS]
+    dtypes = [jax.eval_shape(functools.partial(jax.random.key, 0, impl=impl)).dtype for impl in _KEY_IMPLS]
     return {str(dtype): dtype for dtype in dtypes}
 
 
@@ -50,7 +50,7 @@ def prng_impls() -> dict[str, Any]:
     """PRNG implementation objects by name, as found in ``random_seed``/``random_wrap`` parameters."""
     found = {}
     for impl in _KEY_IMPLS:
-        jaxpr = jax.make_jaxpr(lambda: jax.random.key(0, impl=impl))()
+        jaxpr = jax.make_jaxpr(functools.partial(jax.random.key, 0, impl=impl))()
         for eqn in jaxpr.eqns:
             if "impl" in eqn.params:
                 found[eqn.params["impl"].name] = eqn.params["impl"]
@@ -119,8 +119,10 @@ def encode_value(value: Any) -> Any:
         return {"list": [encode_value(v) for v in value]}
     if _is_dtype(value):
         return {"dtype": dtype_name(value)}
-    if type(value).__name__ == "PRNGImpl" and prng_impls().get(getattr(value, "name", None)) is value:
-        return {"prng_impl": value.name}
+    if type(value).__name__ == "PRNGImpl":
+        name = getattr(value, "name", None)
+        if isinstance(name, str) and prng_impls().get(name) is value:
+            return {"prng_impl": name}
     if hasattr(value, "jaxpr") or type(value).__name__ in ("Jaxpr", "ClosedJaxpr"):
         raise ExportError("it holds a sub-program (jaxpr), e.g. control flow (cond/while/scan) or a custom call")
     raise ExportError(f"values of type {type(value).__name__} are not supported")
@@ -166,11 +168,11 @@ def decode_value(value: Any, where: str) -> Any:
         if impl is None:
             raise FormatError(f"{where}: unknown PRNG implementation {payload!r:.40}")
         return impl
-    cls = _STRUCTS.get(payload) if isinstance(payload, str) else None
+    struct = _STRUCTS.get(payload) if isinstance(payload, str) else None
     fields = value["fields"]
-    if cls is None or not isinstance(fields, dict) or set(fields) != set(cls._fields):
+    if struct is None or not isinstance(fields, dict) or set(fields) != set(struct._fields):
         raise FormatError(f"{where}: invalid struct {payload!r:.40}")
-    return cls(**{f: decode_value(fields[f], where) for f in cls._fields})
+    return struct(**{f: decode_value(fields[f], where) for f in struct._fields})
 
 
 def check_finite(value: Any, where: str) -> None:

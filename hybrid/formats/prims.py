@@ -11,6 +11,7 @@ import functools
 from typing import Any
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 from jax import lax

@@ -20,7 +20,7 @@ import struct
 import tempfile
 import zipfile
 import zlib
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, cast
 
 import jax.numpy as jnp
 import numpy as np
@@ -153,7 +153,12 @@ def encode_arrays(arrays: Mapping[str, Any]) -> bytes:
     if extended:
         host[_DTYPES_KEY] = np.frombuffer(json.dumps(extended).encode(), np.uint8)
     buffer = io.BytesIO()
-    np.savez(buffer, **host)
+    # np.savez's archive, written member by member: np.savez(buffer, **host) would read arrays named
+    # "file" or "allow_pickle" as its own arguments
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in host.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
     return buffer.getvalue()
 
 
@@ -230,7 +235,7 @@ def parse_npz(data: bytes, path: str = "<bytes>",
         with _parse_errors(path):
             infos = archive.infolist()
             _check_tiling(data, infos, archive.start_dir, path)
-            headers: dict[str, tuple] = {}
+            headers: dict[str, tuple[zipfile.ZipInfo, tuple, bool, np.dtype, int]] = {}
             for info in infos:
                 name = _member_name(info, path)
                 if name in headers:
@@ -316,7 +321,7 @@ def _member_name(info: zipfile.ZipInfo, path: str) -> str:
     return info.filename[:-4]
 
 
-def _read_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> tuple:
+def _read_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> tuple[tuple, bool, np.dtype, int]:
     """``(shape, fortran order, dtype, data offset)`` of a member, checked against its declared size;
     only the header's bytes are decompressed."""
     with archive.open(info) as member:
@@ -345,7 +350,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, shape: tuple, 
                  offset: int, path: str) -> np.ndarray:
     """A member's data (its header already checked by :func:`_read_header`); the CRC-32 is verified."""
     nbytes = math.prod(shape) * dtype.itemsize
-    with archive.open(info) as member:
+    with cast(zipfile.ZipExtFile, archive.open(info)) as member:  # mode "r" opens a ZipExtFile
         if len(member.read(offset)) != offset:
             raise FormatError(f"parameter file {path!r} is corrupted or truncated: array {info.filename!r}")
         buffer = bytearray(nbytes)

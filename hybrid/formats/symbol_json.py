@@ -26,7 +26,7 @@ import numpy as np
 
 from . import serialization
 from . import codec
-from ..errors import ExportError, FormatError
+from ..errors import FormatError
 from .graph_json import GraphDoc, decode_graph
 from .jsonfile import encode, read_json, sha256_hex, verify_seal
 

@@ -15,4 +15,5 @@ from ._trace import from_jaxpr, trace
 from . import memory  # noqa: E402,F401  (after trace and passes, which it uses)
 
 __all__ = ["Graph", "GraphError", "Node", "Value", "trace", "from_jaxpr", "lower", "run_passes",
-           "resolve_passes", "format_stats", "DEFAULT_PASSES", "default_passes", "PassStat", "Target", "compiler_options", "ops", "layer_ops", "memory"]
+           "resolve_passes", "format_stats", "DEFAULT_PASSES", "default_passes", "PassStat", "Target",
+           "compiler_options", "ops", "layer_ops", "memory"]

@@ -21,7 +21,7 @@ import inspect
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, cast
 
 import jax
 
@@ -98,6 +98,14 @@ class BoundOp:
     raw: Callable
 
 
+class BigOp(Protocol):
+    """The public function of a big op (see :func:`big_op`); ``impl`` is its registered implementation."""
+
+    impl: Callable[..., Any]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 _REGISTRY: dict[str, OpDef] = {}
 _BOUND: list[BoundOp] = []
 _BOUND_INDEX: dict[tuple, int] = {}
@@ -122,7 +130,7 @@ def register(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = 
 
 
 def big_op(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = "follow",
-           normalize: Callable[..., dict] | None = None, **traits: Any) -> Callable[[Callable], Callable]:
+           normalize: Callable[..., dict] | None = None, **traits: Any) -> Callable[[Callable], BigOp]:
     """Decorator defining big op ``name`` once: the decorated function is registered as its implementation
     (with ``pattern``, ``precision`` and ``traits``, see :class:`OpDef`), and the decorator returns the
     public function running it as one node through :func:`call`; ``public.impl`` is the implementation.
@@ -131,7 +139,7 @@ def big_op(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = "f
     keyword-only parameters the op's static attributes, with their defaults. ``normalize(*inputs,
     **attrs)`` returns the attributes in canonical form (tuples for sequences, non-negative axes,
     floats), so that equal calls share one compiled kernel."""
-    def deco(impl: Callable) -> Callable:
+    def deco(impl: Callable) -> BigOp:
         register(name, pattern, precision, **traits)(impl)
         params = inspect.signature(impl).parameters.values()
         inputs = [(p.name, p.default) for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -158,8 +166,9 @@ def big_op(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = "f
                 raise TypeError(f"{name}() missing keyword arguments {missing}")
             return call(name, *leaves, **(normalize(*leaves, **values) if normalize is not None else values))
 
-        public.impl = impl
-        return public
+        op = cast(BigOp, public)
+        op.impl = impl
+        return op
 
     return deco
 

@@ -147,8 +147,8 @@ def enable() -> None:
         for name in OPERATOR_METHODS:
             if not hasattr(cls, name):
                 _set(cls, name, _operator_method(name))
-        _set(cls, "reshape", _reshape(getattr(cls, "reshape")))
-        _set(cls, "transpose", _transpose(getattr(cls, "transpose")))
+        _set(cls, "reshape", _reshape(cls.reshape))
+        _set(cls, "transpose", _transpose(cls.transpose))
         for name in _EXCLUDE_REDUCTIONS:
             _set(cls, name, _reduction(name, getattr(cls, name)))
         for name, value in (("as_in_context", _as_in_context), ("wait_to_read", _wait_to_read)):

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import array_methods as _array_methods
 from ..formats.serialization import FormatError, read_limited
+
+if TYPE_CHECKING:  # at run time these come from mx.nd through __getattr__, on first use
+    from .ndarray import arange, full, ones, zeros
 
 __all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "zeros", "ones", "full", "arange"]
 

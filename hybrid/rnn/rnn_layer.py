@@ -145,7 +145,7 @@ class _RNNLayer(HybridBlock):
             outputs = []
             for d, direction in enumerate(self._directions):
                 index = layer * len(self._directions) + d
-                p = lambda kind: self._param(direction, layer, kind)  # noqa: E731
+                p = lambda kind, direction=direction, layer=layer: self._param(direction, layer, kind)  # noqa: E731
                 if self._projection_size:
                     y, h, c = _projected_lstm(x, h0[index], c0[index], p("i2h_weight"), p("h2h_weight"),
                                               p("i2h_bias"), p("h2h_bias"), p("h2r_weight"), direction == "r")

@@ -1,4 +1,5 @@
-"""ImageRecordDataset: images and labels packed in a RecordIO file (mirrors ``gluon.data.vision.ImageRecordDataset``)."""
+"""ImageRecordDataset: images and labels packed in a RecordIO file
+(mirrors ``gluon.data.vision.ImageRecordDataset``)."""
 from __future__ import annotations
 
 import os

@@ -334,8 +334,8 @@ def broadcast_like(ins: list, a: Attrs, ctx: OpContext) -> list:
     if len(lhs_axes) != len(rhs_axes):
         raise a.fail(f"lhs_axes={lhs_axes} and rhs_axes={rhs_axes} must have equal lengths")
     target = list(x.shape)
-    for l, r in zip(lhs_axes, rhs_axes):
-        target[l % x.ndim] = like.shape[r % like.ndim]
+    for lhs_axis, rhs_axis in zip(lhs_axes, rhs_axes):
+        target[lhs_axis % x.ndim] = like.shape[rhs_axis % like.ndim]
     return [jnp.broadcast_to(x, tuple(target))]
 
 

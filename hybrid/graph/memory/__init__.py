@@ -16,7 +16,8 @@ from .remat import BudgetWarning, RematPlan
 from .schedule import SCHEDULES, memory_aware, topological
 from .training import training_graph, training_step
 
-__all__ = ["Assignment", "AssignmentError", "Buffer", "BudgetWarning", "Liveness", "MemoryPlan", "RematPlan", "SCHEDULES", "STRATEGIES",
+__all__ = ["Assignment", "AssignmentError", "Buffer", "BudgetWarning", "Liveness", "MemoryPlan", "RematPlan",
+           "SCHEDULES", "STRATEGIES",
            "arena_size", "check_assignment", "exact", "format_bytes", "greedy_by_size", "inplace_pairs",
            "live_bytes", "liveness", "memory_aware", "merge_inplace", "plan_memory", "shared_objects",
            "topological", "training_graph", "training_step"]

@@ -64,9 +64,9 @@ def check_assignment(buffers: Sequence[Buffer], offsets: Sequence[int]) -> None:
     expiry: list[tuple[int, int]] = []
     for start, i in order:
         while expiry and expiry[0][0] < start:
-            _, j = heapq.heappop(expiry)
-            k = bisect.bisect_left(live_offsets, offsets[j])
-            while live_ids[k] != j:
+            _, ended = heapq.heappop(expiry)
+            k = bisect.bisect_left(live_offsets, offsets[ended])
+            while live_ids[k] != ended:
                 k += 1
             del live_offsets[k], live_ids[k]
         low, high = offsets[i], offsets[i] + buffers[i].size

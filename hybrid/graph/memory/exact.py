@@ -51,7 +51,8 @@ class _Search:
         self.points_of = [[p for p, t in enumerate(points) if b.start <= t <= b.end] for b in buffers]
         self.remaining = [sum(b.size for b in buffers if b.start <= t <= b.end) for t in points]
         self.offsets = [0] * len(buffers)
-        self.lower, self.best, self.best_offsets = lower, upper, None
+        self.lower, self.best = lower, upper
+        self.best_offsets: list[int] | None = None
         self.expansions, self.max_expansions = 0, max_expansions
 
     def run(self, ids: list[int], greedy: Assignment, n: int) -> Assignment:

@@ -195,6 +195,7 @@ class Linearised:
         self.produced = [v for node in self.order for v in node.outputs]
         cut = np.zeros(n + 2, np.int64)
         for value in self.produced:
+            assert value.producer is not None  # an output of a node of order
             p = self.position[value.producer]
             last = n if value in self.outputs else max(self.readers.get(value, [p]))
             if last > p:  # live across the cuts p+1 .. last
@@ -204,6 +205,7 @@ class Linearised:
         held = np.array([cost.new_bytes for cost in self.costs], np.int64)
         for value in self.produced:
             if value in self.holders:
+                assert value.producer is not None
                 held[self.position[value.producer]] += value.nbytes
         for value, positions in self.holders.items():  # weight-only values a node keeps
             if value.producer in self.weight_nodes:
@@ -318,6 +320,7 @@ def peak_bytes(lin: Linearised, plan: Sequence[Segment]) -> int:
 
     for value in lin.produced:
         size = value.nbytes
+        assert value.producer is not None  # an output of a node of lin.order
         p = lin.position[value.producer]
         readers = lin.readers.get(value, [])
         holders = lin.holders.get(value, [])
@@ -334,7 +337,7 @@ def peak_bytes(lin: Linearised, plan: Sequence[Segment]) -> int:
     for value, holders in lin.holders.items():  # weight-only values kept by a node, made where needed
         if value.producer is None or value.producer not in lin.weight_nodes:
             continue
-        made = {}
+        made: dict[int, int] = {}
         for h in holders:
             step = made_last(h)
             made[step] = min(made.get(step, h), h)

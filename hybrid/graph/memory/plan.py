@@ -61,7 +61,9 @@ class MemoryPlan:
     @property
     def arena_bytes(self) -> int:
         """Arena size of the chosen strategy."""
-        return self.arena_by_strategy[self.strategy]
+        arena = self.arena_by_strategy[self.strategy]
+        assert arena is not None  # only a strategy computed for comparison may lack an arena
+        return arena
 
     def summary(self) -> str:
         """A text table of the statistics and of each strategy's arena against the lower bound."""
@@ -77,7 +79,8 @@ class MemoryPlan:
             mark = "  *" if name == self.strategy else ""
             lines.append(f"  {name:<22} {format_bytes(arena):>12}  {ratio:>8}{mark}")
         if self.xla_bytes is not None:
-            lines.append(f"  XLA, compiled program  {format_bytes(self.xla_bytes):>12}  (temp + arguments + outputs - aliased)")
+            lines.append(f"  XLA, compiled program  {format_bytes(self.xla_bytes):>12}  "
+                         "(temp + arguments + outputs - aliased)")
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
@@ -106,9 +109,9 @@ class MemoryPlan:
         figure.savefig(path)
 
 
-def _exact_if_cheap(buffers: list[Buffer], greedy: Assignment, max_buffers: int) -> Assignment | None:
+def _exact_if_cheap(buffers: list[Buffer], start: Assignment | None, max_buffers: int) -> Assignment | None:
     try:
-        return exact(buffers, max_buffers=max_buffers, max_expansions=_COMPARE_EXPANSIONS, start=greedy)
+        return exact(buffers, max_buffers=max_buffers, max_expansions=_COMPARE_EXPANSIONS, start=start)
     except ValueError:
         return None
 
@@ -147,7 +150,9 @@ def plan_memory(graph: Graph, schedule: str | Sequence[Node] = "topological", st
             assignments[key] = _exact_if_cheap(buffers, assignments["greedy_by_size"], exact_max_buffers)
     for assignment in {id(a): a for a in assignments.values() if a is not None}.values():
         check_assignment(buffers, assignment.offsets)
-    chosen = assignments[strategy].offsets
+    chosen_assignment = assignments[strategy]
+    assert chosen_assignment is not None  # the chosen strategy always gives one (exact raises instead)
+    chosen = chosen_assignment.offsets
     boundary = live.buffers(live.boundary)
     series = live_bytes(buffers, live.n_steps)
     series_io = live_bytes(buffers + boundary, live.n_steps)

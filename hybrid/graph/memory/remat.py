@@ -25,6 +25,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Callable, Iterable, Sequence
 
 import jax
@@ -155,7 +156,8 @@ def _within_budget(graph: Graph, lin: Linearised, budget: int,
 def _user_stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the first caller outside the hybrid package."""
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
         frame, level = frame.f_back, level + 1
     return level

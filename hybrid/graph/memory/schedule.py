@@ -52,7 +52,7 @@ def _net_allocation_order(graph: Graph) -> list[Node]:
     after: dict[Node, list[Node]] = {}
     previous_effect = None
     for node in graph.nodes:
-        producers = {v.producer for v in reads[node]}
+        producers = {v.producer for v in reads[node] if v.producer is not None}
         if node.effects:
             if previous_effect is not None:
                 producers.add(previous_effect)

@@ -92,7 +92,7 @@ def _greedy_cuts(lin: Linearised, threshold: float, start: int = 0, stop: int | 
     """Cut positions in ``(start, stop)`` of the greedy rule for ``threshold`` residual bytes per segment."""
     stop = len(lin) if stop is None else stop
     held = _held(lin)
-    cuts = []
+    cuts: list[int] = []
     while True:
         reach = int(np.searchsorted(held, held[start] + threshold, side="right")) - 1
         if reach >= stop:

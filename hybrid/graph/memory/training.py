@@ -34,14 +34,14 @@ def training_step(fn: Callable, *args: Any, wrt: Sequence[int] | None = None,
     leaves of inexact dtype get gradients. Raises TypeError if an output of ``fn`` is not of
     an inexact dtype (it could not take a cotangent).
     """
-    wrt = set(range(len(args)) if wrt is None else wrt)
+    wanted = set(range(len(args)) if wrt is None else wrt)
     leaves, tree = jax.tree_util.tree_flatten(args)
     specs = [_spec(leaf) for leaf in leaves]
     first = 0
     differentiated = []
     for position, arg in enumerate(args):
         count = len(jax.tree_util.tree_leaves(arg))
-        if position in wrt:
+        if position in wanted:
             differentiated += [i for i in range(first, first + count) if jnp.issubdtype(specs[i].dtype, jnp.inexact)]
         first += count
     out_leaves, out_tree = jax.tree_util.tree_flatten(jax.eval_shape(fn, *jax.tree_util.tree_unflatten(tree, specs)))

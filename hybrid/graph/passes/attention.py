@@ -22,9 +22,10 @@ def _single(counts: dict, value: Value) -> Node | None:
 
 
 def _scalar(consts: dict, value: Value) -> float | None:
-    if not is_scalar_const(consts, value):
+    array = const_value(consts, value)
+    if array is None or not is_scalar_const(consts, value):
         return None
-    return float(const_value(consts, value).reshape(-1)[0])
+    return float(array.reshape(-1)[0])
 
 
 def _free_axis(ndim: int, used: tuple[int, ...]) -> int | None:

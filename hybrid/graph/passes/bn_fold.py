@@ -67,6 +67,7 @@ def bn_fold(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
             rewriter.keep(node)
             continue
         producer = node.inputs[0].producer
+        assert producer is not None  # foldable: a conv or dense op computes the input
         x, weight, *rest = [rewriter.value(v) for v in producer.inputs]
         bias = rest[0] if rest else None
         gamma, beta, mean, var = (rewriter.value(v) for v in node.inputs[1:])

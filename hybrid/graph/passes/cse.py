@@ -44,12 +44,12 @@ def cse(graph: Graph, target: Target | None = None) -> tuple[Graph, dict]:
         array = const_value(graph.consts, value)
         if array is None or array.size > _SMALL_CONST:
             continue
-        key = (array.dtype.str, array.shape, array.tobytes())
-        if key in by_content:
-            rewriter.replace(value, by_content[key])
+        content = (array.dtype.str, array.shape, array.tobytes())
+        if content in by_content:
+            rewriter.replace(value, by_content[content])
             merged_consts += 1
         else:
-            by_content[key] = value
+            by_content[content] = value
     seen: dict[tuple, Any] = {}
     removed = bytes_saved = 0
     for node in graph.nodes:

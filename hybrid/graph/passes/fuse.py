@@ -62,7 +62,8 @@ def plan_groups(graph: Graph) -> list[list[Node]]:
             group = group_of.get(value.producer) if value.producer is not None else None
             if group is None or counts.get(value, 0) != 1 or not group.accepts(kind):
                 continue
-            others = [v.producer for v in node.inputs if v.producer is not None and group_of.get(v.producer) is not group]
+            others = [v.producer for v in node.inputs
+                      if v.producer is not None and group_of.get(v.producer) is not group]
             if all(position[p] < group.start for p in others):
                 target = group
                 break

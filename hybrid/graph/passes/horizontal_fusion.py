@@ -56,7 +56,9 @@ def horizontal_fusion(graph: Graph, target: Target | None = None) -> tuple[Graph
             units.append(weight.shape[0])
             has_bias.append(bool(bias))
         attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
-        fused = rewriter.emit(make_op_node(ops.get(node.op).group_op, args, node.scope,
+        group_op = ops.get(node.op).group_op
+        assert group_op is not None  # find_groups groups only ops with a group_op
+        fused = rewriter.emit(make_op_node(group_op, args, node.scope,
                                            types_of(*(m.outputs[0] for m in group)), units=tuple(units),
                                            has_bias=tuple(has_bias), **attrs))
         for member, out in zip(group, fused.outputs):

@@ -134,7 +134,8 @@ def sink_transposes(graph: Graph) -> tuple[Graph, int]:
             continue
         sources = [transposed.get(v) for v in inputs]
         perms = {s[1] for s in sources if s is not None}
-        if (ops.pattern_of(node) is ops.OpPattern.ELEMENTWISE and _shape_free(node) and len(perms) == 1 and len(node.outputs) == 1
+        if (ops.pattern_of(node) is ops.OpPattern.ELEMENTWISE and _shape_free(node) and len(perms) == 1
+                and len(node.outputs) == 1
                 and all(s is not None or _is_scalar(v, rewriter.consts) for s, v in zip(sources, inputs))):
             permutation = perms.pop()
             new_inputs = [s[0] if s is not None else v for s, v in zip(sources, inputs)]

@@ -9,6 +9,8 @@ The expansion matched is ``m = max(x, a)`` (optionally ``max(-inf, m)``), broadc
 """
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from ..target import Target
 from ..ir import Graph, Node, Value
 from ..rewrite import Rewriter, is_scalar_const, make_op_node, types_of
@@ -22,7 +24,7 @@ def _only_user(users: dict, value: Value, op: str | None = None) -> Node | None:
     return nodes[0]
 
 
-def _keepdims_broadcast(node: Node | None, source: Value, axis: int, full: Value) -> bool:
+def _keepdims_broadcast(node: Node | None, source: Value, axis: int, full: Value) -> TypeGuard[Node]:
     if node is None or node.kind != "prim" or node.op != "broadcast_in_dim" or node.inputs[0] is not source:
         return False
     expected = tuple(1 if i == axis else d for i, d in enumerate(full.shape))
@@ -81,8 +83,9 @@ def match_activation(node: Node) -> str | None:
     """The activation op name of a ``custom_jvp_call`` of ``jax.nn.relu``-like functions."""
     if node.kind != "prim" or node.op != "custom_jvp_call" or len(node.inputs) != 1 or len(node.outputs) != 1:
         return None
-    name = node.display_name()[len("custom_jvp_call<"):-1] if node.display_name() != node.op else None
-    return ACTIVATION_CALLS.get(name)
+    if node.display_name() == node.op:
+        return None
+    return ACTIVATION_CALLS.get(node.display_name()[len("custom_jvp_call<"):-1])
 
 
 @register_pass("recognize")

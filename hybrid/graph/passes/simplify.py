@@ -1,8 +1,9 @@
 """Algebraic simplification: identities that leave values and derivatives unchanged.
 
 ``x*1``, ``1*x``, ``x/1``, ``x+0``, ``0+x``, ``x-0``, ``-(-x)``, converts to the same dtype, reshapes and
-broadcasts to the same shape, identity transposes, ``select(p, a, a)``, reductions over no axes; ``transpose(transpose(x))`` and ``reshape(reshape(x))`` become
-one op. ``stop_gradient`` is never removed: the graph is differentiated after the passes.
+broadcasts to the same shape, identity transposes, ``select(p, a, a)``, reductions over no axes;
+``transpose(transpose(x))`` and ``reshape(reshape(x))`` become one op. ``stop_gradient`` is never removed: the
+graph is differentiated after the passes.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ def _same_type(a: Value, b: Value) -> bool:
 
 def _identity_of(node: Node, inputs: list[Value], consts: dict) -> Value | None:
     """The input ``node`` passes through unchanged, if it is an identity."""
-    op, out = node.op, node.outputs[0] if node.outputs else None
     if node.kind != "prim" or len(node.outputs) != 1:
         return None
+    op, out = node.op, node.outputs[0]
     if op in _IDENTITY_RIGHT and is_scalar_const(consts, inputs[1], _IDENTITY_RIGHT[op]) \
             and _same_type(inputs[0], out):
         return inputs[0]

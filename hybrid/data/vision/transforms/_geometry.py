@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
