@@ -212,9 +212,9 @@ def scale_loss(loss: Any, trainer: Trainer) -> Iterator[Any]:
     scale = scaler.state()[0]
     scaler.scaled = scaler.divide = True
     if isinstance(loss, (list, tuple)):
-        yield type(loss)(_recorded(lambda l: l * scale, l) for l in loss)
+        yield type(loss)(_recorded(lambda value: value * scale, part) for part in loss)
     else:
-        yield _recorded(lambda l: l * scale, loss)
+        yield _recorded(lambda value: value * scale, loss)
 
 
 def _recorded(fn: Any, value: Any) -> Any:

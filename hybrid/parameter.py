@@ -12,7 +12,6 @@ import numpy as np
 from ._core import context as _context, functional as _functional, lazy as _lazy
 from . import init as _init
 from ._core.cells import DATA, GRAD, Cell
-from ._core.state_lock import state_lock
 from ._core.watch import Watched
 from .errors import DeferredInitializationError, ShapeError, UninitializedParameterError
 

@@ -321,7 +321,8 @@ class Trainer:
             arrays = self._device_scalars[scalars] = tuple(jax.device_put(scalars))
         return arrays
 
-    def _flat_update(self, program: UpdateProgram, sizes: tuple, weights: list, flat_states: list) -> tuple[Callable, list]:
+    def _flat_update(self, program: UpdateProgram, sizes: tuple, weights: list,
+                     flat_states: list) -> tuple[Callable, list]:
         """The update as a function of flat arrays (weights, grads, state leaves, loss scaler state
         leaves, lr, rescale) returning (new weights, new state leaves, new loss scaler state leaves),
         and the shapes of its results (cached)."""

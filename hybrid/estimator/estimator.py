@@ -70,7 +70,8 @@ class Estimator:
             raise ValueError("Estimator: trains on one device; for several, give the Trainer devices= (or a mesh) "
                              "and split batches with hybrid.distributed.shard_batch")
         if batch_processor is not None and not isinstance(batch_processor, BatchProcessor):
-            raise ValueError(f"Estimator: batch_processor must be a BatchProcessor, got {type(batch_processor).__name__}")
+            raise ValueError("Estimator: batch_processor must be a BatchProcessor, got "
+                             f"{type(batch_processor).__name__}")
         self.net, self.loss = net, loss
         self.val_net = val_net if val_net is not None else net
         self.val_loss = val_loss if val_loss is not None else loss
@@ -169,7 +170,8 @@ class Estimator:
         self.start_epoch = self.start_batch = 0
         self.stop_training = False
         self.history = History()
-        handlers = self._active = self._with_defaults(_instances(event_handlers, EventHandler, "event_handlers"), val_data)
+        handlers = _instances(event_handlers, EventHandler, "event_handlers")
+        handlers = self._active = self._with_defaults(handlers, val_data)
         train_begin, epoch_begin, batch_begin, batch_end, epoch_end, train_end = (
             [h for h in handlers if isinstance(h, kind)]
             for kind in (TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, TrainEnd))
@@ -206,7 +208,8 @@ class Estimator:
                 if any(stop):
                     break
             stop = [h.epoch_end(self) for h in epoch_end]
-            self.history._add(self.history.epoch, self.train_metrics + (self.val_metrics if val_data is not None else []))
+            metrics = self.train_metrics + (self.val_metrics if val_data is not None else [])
+            self.history._add(self.history.epoch, metrics)
             if any(stop):
                 break
 
@@ -224,7 +227,8 @@ class Estimator:
         if val_data is not None and not any(isinstance(h, ValidationHandler) for h in handlers):
             added.append(ValidationHandler(val_data, self.evaluate))
         if not any(isinstance(h, LoggingHandler) for h in handlers):
-            added.append(LoggingHandler(metrics=self.train_metrics + (self.val_metrics if val_data is not None else [])))
+            metrics = self.train_metrics + (self.val_metrics if val_data is not None else [])
+            added.append(LoggingHandler(metrics=metrics))
         if not any(isinstance(h, ProgressBar) for h in handlers):
             added.append(ProgressBar())
         handlers = handlers + added

@@ -181,4 +181,5 @@ def _compile_in_child(data: bytes, path: str) -> None:
     if child.returncode != 0:
         lines = child.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"]
         errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b", line)]
-        raise FormatError(f"deployment file {path!r} is not a loadable jax.export module: {(errors or lines)[-1][:300]}")
+        raise FormatError(f"deployment file {path!r} is not a loadable jax.export module: "
+                          f"{(errors or lines)[-1][:300]}")

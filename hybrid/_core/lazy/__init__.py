@@ -23,7 +23,7 @@ Modules, each with one job:
 - :mod:`.tape`: :class:`Tape`, which coordinates them, and stages optimizer updates.
 """
 from .effects import PACK_BELOW_BYTES, Cell, PackRef, is_member, pack_of, resolve
-from .programs import _LAST_RUN, _PROGRAMS, MAX_PROGRAMS, Stats, cached_programs, forget_token
+from .programs import _LAST_RUN as _LAST_RUN, _PROGRAMS as _PROGRAMS, MAX_PROGRAMS, Stats, cached_programs, forget_token
 from .tape import Tape, open_tape
 from .trace import (
     SUPPORTED_JAX,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import OrderedDict
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 from jax._src import linear_util as lu

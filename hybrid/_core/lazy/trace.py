@@ -131,7 +131,8 @@ class LazyArray(core.Tracer):
 
     def block_until_ready(self):
         packed = self._packed
-        if self._value is None and packed is not None and packed.pack.values is None and packed.pack.buffers is not None:
+        if (self._value is None and packed is not None and packed.pack.values is None
+                and packed.pack.buffers is not None):
             jax.block_until_ready(packed.pack.buffers)  # waiting needs no split
         else:
             force(self).block_until_ready()
@@ -179,7 +180,8 @@ class LazyArray(core.Tracer):
 # (``l * 0.5``, ``a + b``) are staged as one call each, from a cache keyed by the operation, its static
 # arguments and the operands' shapes and dtypes. JAX's own route through its jitted functions costs the
 # recording far more: recording ``y.mean()`` took 2.0 us per call staged against 121 us on JAX's route,
-# ``y * 0.5`` 2.1 us against 180 us (a Dense output, best of 5 x 300 calls). Operands that are arrays or Python numbers enter as inputs, as on JAX's
+# ``y * 0.5`` 2.1 us against 180 us (a Dense output, best of 5 x 300 calls). Operands that are arrays or
+# Python numbers enter as inputs, as on JAX's
 # route, so a number that changes from step to step does not make a new program.
 _STAGED_METHODS = ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any", "all")
 _STAGED_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
