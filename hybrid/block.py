@@ -751,6 +751,10 @@ class Block(Watched, metaclass=_BlockMeta):
     def _get_cached_op(self) -> _cached_op.CachedOp:
         raise HybridizeError(f"{type(self).__name__} is a plain Block and cannot be hybridized")
 
+    def _compiled_op(self) -> _cached_op.CachedOp:
+        """The compiled calls of this block; a plain Block has none (:meth:`_uses_compiled` is False)."""
+        return self._get_cached_op()
+
     def _runs_compiled(self) -> bool:
         """Whether a call runs as one compiled call (un-optimised graph) even when not hybridized."""
         return False

@@ -25,7 +25,7 @@ from .modes import holds_tracers  # noqa: F401 - also reached as _functional.hol
 from .scopes import no_frame  # noqa: F401 - also reached as _functional.no_frame
 from ..errors import TransformStateError
 from .state_lock import state_lock
-from .watch import Watched
+from .watch import Watchable
 
 
 class Frame(_modes.Mode):
@@ -228,7 +228,7 @@ class CompileFrame(Frame):
         io_callback(fn, None, *args, ordered=True)
         return True
 
-    def depends_on(self, watched: Watched) -> None:
+    def depends_on(self, watched: Watchable) -> None:
         self.watched[watched] = True
 
     def next_key(self) -> jax.Array:

@@ -34,7 +34,7 @@ from . import lazy as _lazy, stream as _stream
 from .cells import Cell
 from .protocols import BlockCall, CompiledCall, GradWrite, StateStore, StoredParam, UpdateTarget
 from .state_lock import state_lock
-from .watch import Watched
+from .watch import Watchable
 
 __all__ = ["Mode", "EagerMode", "RecordingMode", "FrameRecordingMode", "EAGER", "EagerStore", "EAGER_STORE",
            "holds_tracers", "call_depth"]
@@ -85,7 +85,7 @@ class EagerStore:
     def host_call(self, fn: Callable, *args: Any) -> bool:
         return False
 
-    def depends_on(self, watched: Watched) -> None:
+    def depends_on(self, watched: Watchable) -> None:
         pass
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from .cells import Cell
-from .watch import Watched
+from .watch import Watchable
 
 __all__ = ["GradFlags", "StoredParam", "BlockCall", "CompiledCall", "GradWrite", "UpdateTarget", "StateStore",
            "StepStore"]
@@ -26,7 +26,8 @@ class GradFlags(Protocol):
 class StoredParam(Protocol):
     """A parameter (``hybrid.parameter.Parameter``) as the modes read and write it."""
 
-    grad_state: GradFlags
+    @property
+    def grad_state(self) -> GradFlags: ...
 
     @property
     def name(self) -> str | None: ...
@@ -54,7 +55,7 @@ class CompiledCall(Protocol):
     ``entry`` is the op's own compiled forward for the call's signature, ``mode`` and ``frame`` the
     mode that runs it (a ``RecordingMode``, a ``Frame``)."""
 
-    def __call__(self, packed: tuple) -> Any: ...
+    def __call__(self, packed: tuple, /) -> Any: ...
 
     def init_deferred(self, args: tuple) -> None:
         """Initialise, concretely, the parameters whose shapes wait for ``args``."""
@@ -67,8 +68,9 @@ class CompiledCall(Protocol):
 
 
 @runtime_checkable
-class BlockCall(Protocol):
-    """A block (``hybrid.block.Block``) as the modes call it."""
+class BlockCall(Watchable, Protocol):
+    """A block (``hybrid.block.Block``) as the modes call it; a compiled step being traced watches the
+    blocks it calls (:meth:`StateStore.depends_on`)."""
 
     _active: bool  # hybridized
 
@@ -138,7 +140,7 @@ class StateStore(Protocol):
         """Schedule ``fn(*args)`` on the host with a compiled step's concrete values and return True;
         False: the caller runs it now."""
 
-    def depends_on(self, watched: Watched) -> None:
+    def depends_on(self, watched: Watchable) -> None:
         """The compiled step depends on ``watched`` (a block, an optimizer): its change compiles it again;
         nothing outside a step."""
 

@@ -10,9 +10,9 @@ cache forwards only (their ``forward_only`` is true).
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
-__all__ = ["Watched", "watch"]
+__all__ = ["Watched", "Watchable", "watch"]
 
 
 class Watched:
@@ -42,7 +42,13 @@ class Watched:
                     watcher.invalidate()
 
 
-def watch(watcher: Any, objects: Iterable[Watched]) -> None:
+class Watchable(Protocol):
+    """What :func:`watch` needs of an object (a :class:`Watched`), for code that knows it by a protocol."""
+
+    def _watchers(self) -> "weakref.WeakSet": ...
+
+
+def watch(watcher: Any, objects: Iterable[Watchable]) -> None:
     """Make ``watcher.invalidate()`` run when any of ``objects`` changes."""
     for obj in objects:
         obj._watchers().add(watcher)
