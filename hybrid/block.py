@@ -714,7 +714,7 @@ class Block(Watched, metaclass=_BlockMeta):
             exc = _cached_op.control_flow_error(self, exc)
         if getattr(exc, "_hybrid_block", None) is None:
             try:
-                exc._hybrid_block = self
+                exc._hybrid_block = self  # type: ignore[attr-defined]  # the block an error came from, kept on it
             except AttributeError:
                 pass
         if is_root:
@@ -872,7 +872,7 @@ class HybridBlock(Block):
 
     def hybridize(self, active: bool = True, static_alloc: bool = False, static_shape: bool = False,
                   passes: Any = None, remat: Any = None, inline_limit: int = 2, forward_bulk_size: Any = None,
-                  backward_bulk_size: Any = None, partition_if_dynamic: bool = True) -> None:
+                  backward_bulk_size: Any = None, partition_if_dynamic: bool = True, **kwargs: Any) -> None:
         """Compile ``forward`` (recursively for children) at the next call.
 
         The call is traced into hybrid's graph IR, optimised by ``passes`` (names,
@@ -885,7 +885,10 @@ class HybridBlock(Block):
         static memory plans and shapes. So are Gluon's ``inline_limit``, ``forward_bulk_size``,
         ``backward_bulk_size`` and ``partition_if_dynamic``, with no effect: the whole tree is
         traced into one graph (children always inlined) and XLA schedules and fuses its operations.
+        Raises TypeError for another keyword.
         """
+        if kwargs:
+            raise TypeError(f"HybridBlock.hybridize() got an unexpected keyword argument {next(iter(kwargs))!r}")
         check_remat(remat, f"{type(self).__name__}.hybridize")
         object.__setattr__(self, "_active", bool(active))
         object.__setattr__(self, "_passes", resolve_passes(passes))
@@ -928,9 +931,9 @@ class HybridBlock(Block):
                 F = _gluon1.StateWriting(F, states)
         return self.hybrid_forward(F, *args, **kwargs, **params)
 
-    def hybrid_forward(self, F: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
-        """Gluon 1.x's computation: ``F`` is MXNet's operator namespace, ``kwargs`` hold the block's
-        parameters' data by name. Override it (or ``forward``) in subclasses."""
+    def hybrid_forward(self, F: Any, *args: Any, **kwargs: Any) -> Any:
+        """Gluon 1.x's computation: ``F`` is MXNet's operator namespace, ``args`` the inputs (``x, ...``),
+        ``kwargs`` hold the block's parameters' data by name. Override it (or ``forward``) in subclasses."""
         raise NotImplementedError(f"{type(self).__name__} must implement forward(self, x, ...) "
                                   "(or Gluon 1.x's hybrid_forward(self, F, x, ...))")
 
@@ -942,7 +945,7 @@ class HybridBlock(Block):
             owner = next(base for base in cls.__mro__ if "forward" in base.__dict__)
             if owner is not HybridBlock and owner.__module__.startswith("hybrid.") and \
                     not cls.__module__.startswith("hybrid."):
-                cls.forward = HybridBlock.forward
+                cls.forward = HybridBlock.forward  # type: ignore[method-assign]  # hybrid_forward's forward, by design
 
     _gluon1 = False
 
