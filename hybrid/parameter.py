@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import operator
 import warnings
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, overload
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +14,9 @@ from . import init as _init
 from ._core.cells import DATA, GRAD, Cell
 from ._core.watch import Watched
 from .errors import DeferredInitializationError, ShapeError, UninitializedParameterError
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsKeysAndGetItem
 
 __all__ = ["Parameter", "Constant", "ParameterDict"]
 
@@ -207,12 +210,6 @@ class Parameter(Watched):
     def grad_req(self) -> str:
         return self._grad_req
 
-    @staticmethod
-    def grad_reqs(params: Sequence["Parameter"]) -> list[str]:
-        """The ``grad_req`` of each of ``params``, in one pass (what the backward engine asks of the
-        parameters a recording read)."""
-        return list(map(_GRAD_REQ, params))
-
     @grad_req.setter
     def grad_req(self, req: str) -> None:
         if req not in _GRAD_REQS:
@@ -224,6 +221,12 @@ class Parameter(Watched):
             if req == "null":
                 self.grad_state.value = None
             self._changed()
+
+    @staticmethod
+    def grad_reqs(params: Sequence["Parameter"]) -> list[str]:
+        """The ``grad_req`` of each of ``params``, in one pass (what the backward engine asks of the
+        parameters a recording read)."""
+        return list(map(_GRAD_REQ, params))
 
     @property
     def lr_mult(self) -> float:
@@ -298,9 +301,11 @@ class Parameter(Watched):
         self._init_now(chosen)
 
     def _init_now(self, initializer: _init.Initializer) -> None:
+        shape = self._shape
+        assert shape is not None  # the callers checked _shape_known(self._shape)
         device = getattr(self, "_device", None)
         with _functional.no_frame(), jax.ensure_compile_time_eval():
-            data = initializer(self._shape, self._dtype)
+            data = initializer(shape, self._dtype)
             if tuple(data.shape) != self._shape:
                 raise ShapeError(f"initializer {initializer!r} returned shape {tuple(data.shape)} for "
                                  f"Parameter {self._name!r} of shape {self._shape}")
@@ -415,8 +420,11 @@ class Parameter(Watched):
     def _stored_grad(self) -> jax.Array:
         grad = self._grad_value()
         if grad is None:
+            data = self._data
+            if data is None:
+                raise self.no_data_error()
             with _functional.no_frame(), jax.ensure_compile_time_eval():
-                grad = self.grad_state.value = jnp.zeros(self._data.shape, self._data.dtype)
+                grad = self.grad_state.value = jnp.zeros(data.shape, data.dtype)
         return grad
 
     def _grad_value(self) -> Any:
@@ -605,8 +613,16 @@ class ParameterDict(dict):
         dict.__setitem__(self, name, param)
         return param
 
-    def update(self, other: Mapping[str, Parameter] | Iterable[tuple[str, Parameter]] = (),
-               **kwargs: Parameter) -> None:
+    @overload
+    def update(self, other: SupportsKeysAndGetItem[str, Parameter], /, **kwargs: Parameter) -> None: ...
+
+    @overload
+    def update(self, other: Iterable[tuple[str, Parameter]], /, **kwargs: Parameter) -> None: ...
+
+    @overload
+    def update(self, /, **kwargs: Parameter) -> None: ...
+
+    def update(self, other: Any = (), /, **kwargs: Parameter) -> None:
         """Add the Parameters of ``other`` (a mapping or ``(name, Parameter)`` pairs) and ``kwargs``.
 
         Raises ValueError, before anything is added, when a name is already bound to a different
@@ -735,6 +751,7 @@ def _merge_gluon1_keywords(param: Parameter, kwargs: dict, where: str) -> None:
     shape = kwargs.get("shape")
     if shape is not None:
         shape = _normalize_shape(shape)
+        assert shape is not None  # a shape given normalizes to a tuple
         if param.shape is None:
             param.shape = shape
         elif len(shape) != len(param.shape) or any(a and b and a != b for a, b in zip(shape, param.shape)):
@@ -842,7 +859,7 @@ def parameter_file_loader(params: Mapping[str, Parameter], filename: str, data: 
     return apply
 
 
-def unique_params(params: Sequence[Parameter] | dict) -> list[Parameter]:
+def unique_params(params: Iterable[Parameter] | dict) -> list[Parameter]:
     """Parameters in first-seen order, each once (shared parameters appear under several names)."""
     if isinstance(params, dict):
         params = params.values()
