@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 
@@ -89,7 +89,7 @@ class _Program:
 
     __slots__ = ("name", "jitted", "avals", "figures", "runs", "__weakref__")
 
-    def __init__(self, name: str, jitted: Callable, args: tuple):
+    def __init__(self, name: str, jitted: jax.stages.Wrapped, args: tuple):
         self.name = name
         self.jitted = jitted
         self.avals = jax.tree_util.tree_map(_abstract, args)
@@ -105,6 +105,8 @@ class _Program:
     def memory(self) -> ProgramMemory:
         if self.figures is None:
             m = self.jitted.lower(*self.avals).compile().memory_analysis()
+            if m is None:
+                raise NotImplementedError(f"{self.name}: XLA reports no memory figures on this backend")
             self.figures = ProgramMemory(self.name, int(m.argument_size_in_bytes), int(m.output_size_in_bytes),
                                          int(m.alias_size_in_bytes), int(m.temp_size_in_bytes), 0)
         f = self.figures
@@ -125,7 +127,7 @@ _NAMES = itertools.count(1)
 _RAN: "weakref.WeakSet[_Program]" = weakref.WeakSet()
 
 
-def track(name: str, jitted: Callable, args: tuple, records: list) -> None:
+def track(name: str, jitted: jax.stages.Wrapped, args: tuple, records: list) -> None:
     """Note a program about to run for the first time with ``args`` (read before any is donated), and
     append its record to ``records``; call ``note_run()`` on the record at each later run. Nothing is
     noted when ``args`` are traced (the program is then part of another program being traced)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import OrderedDict
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 from jax._src import linear_util as lu
@@ -31,10 +31,10 @@ class Program(NamedTuple):
     (made at its first run); ``nested`` is the same program called inside other traces, where jit
     takes no compiler options."""
 
-    run: Callable
+    run: jax.stages.Wrapped
     picks: tuple | None
     memory: list
-    nested: Callable
+    nested: jax.stages.Wrapped
 
 
 _PROGRAMS: "OrderedDict[ProgramKey, Program]" = OrderedDict()
@@ -198,7 +198,7 @@ def compile_program(nodes: list[Node], n_slots: int, input_slots: list[int], req
         evaluate(nodes, env, start=start)
         return [env[s] for s in outputs]
 
-    options = dict(donate_argnums=(0,) if donate else ())
+    donate_argnums = (0,) if donate else ()
     Stats.compiles += 1
-    return Program(jax.jit(run, compiler_options=compiler_options(), **options), picks, [],
-                   jax.jit(run, **options))
+    return Program(jax.jit(run, compiler_options=compiler_options(), donate_argnums=donate_argnums), picks, [],
+                   jax.jit(run, donate_argnums=donate_argnums))
