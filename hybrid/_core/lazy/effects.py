@@ -16,10 +16,10 @@ from .trace import LazyArray
 
 
 class PackRef(NamedTuple):
-    """The ``index``-th value of a :class:`Pack`."""
+    """The ``position``-th value of a :class:`Pack`."""
 
     pack: "Pack"
-    index: int
+    position: int
 
 
 class Replaced(NamedTuple):
@@ -140,6 +140,8 @@ class Pack:
     for, so that no LazyArray is made for a member nobody reads."""
 
     __slots__ = ("layout", "buffers", "values", "on_split", "dropped", "tape", "slots", "avals")
+    buffers: list | None
+    values: list | None
 
     def __init__(self, layout: PackLayout, on_split: Callable[["Pack", list], None] | None, tape: Any,
                  slots: Sequence[int], avals: list):
@@ -176,7 +178,7 @@ def is_member(value: Any) -> bool:
 
 def resolve(value: Any) -> Any:
     """The value a :class:`PackRef` stands for (a LazyArray or an array); other values unchanged."""
-    return value.pack.member(value.index) if type(value) is PackRef else value
+    return value.pack.member(value.position) if type(value) is PackRef else value
 
 
 def pack_of(value: Any) -> Pack | None:
@@ -221,8 +223,8 @@ class Effects:
     def drop_packed(self, values: Sequence, reason: str) -> None:
         """Do not compute the packs of the packed values among ``values`` (references or LazyArrays;
         nothing will read them): reading one later raises AutogradError(``reason``)."""
-        for pack in {pack_of(v) for v in values} - {None}:
-            if self.writes.pop(Cell("pack", pack), None) is not None:
+        for pack in {pack_of(v) for v in values}:
+            if pack is not None and self.writes.pop(Cell("pack", pack), None) is not None:
                 pack.dropped = reason
 
     def donation(self, write_cells: list) -> tuple[tuple[int, ...], list[int]]:

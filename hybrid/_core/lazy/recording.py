@@ -146,17 +146,19 @@ class Recording:
         known = self._param_slots
         return list(known), list(known.values()), None
 
-    def slots_if_read(self, params: Sequence, values: Sequence) -> Sequence[int] | None:
+    def slots_if_read(self, params: Sequence, values: Sequence) -> list[int] | None:
         """The slots at which ``params`` were read, when the arrays read are still ``values``, else None."""
         first = self.first_read
+        slots: Sequence[int]
         if first is not None and len(first.params) == len(params) and all(map(operator.is_, first.params, params)):
             slots = first.slots
             at = self.slots.input_position[slots[0]]  # the slots of one read are consecutive inputs
             held = self.slots.input_values[at:at + len(slots)]
         else:
             known = self.param_slots
-            slots = [known.get(p) for p in params]
-            if None in slots:
+            try:
+                slots = [known[p] for p in params]
+            except KeyError:
                 return None
             held = self.slots.values_of(slots)
         return list(slots) if all(map(operator.is_, held, values)) else None
@@ -166,7 +168,7 @@ class Recording:
         if param not in self.param_slots:
             self.param_slots[param] = slot
 
-    def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None, tape: Any) -> Sequence[int]:
+    def read_params(self, params: Sequence, values: Sequence, avals: list | None, tape: Any) -> Sequence[int]:
         """:meth:`read_param` for many parameters; returns the slots of ``values``. ``avals`` (their
         known shapes and dtypes) leaves them out of the key: the caller's node key implies them."""
         if not params:

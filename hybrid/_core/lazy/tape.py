@@ -91,7 +91,7 @@ class Tape:
         if param not in self.recording.param_slots:
             self.recording.param_slots[param] = self.slot_of(value)
 
-    def read_params(self, params: Sequence, values: Sequence, avals: Sequence | None = None) -> Sequence[int]:
+    def read_params(self, params: Sequence, values: Sequence, avals: list | None = None) -> Sequence[int]:
         """:meth:`read_param` for many parameters; returns the slots of ``values``. ``avals`` (their
         known shapes and dtypes) leaves them out of the key: the caller's node key implies them."""
         return self.recording.read_params(params, values, avals, self)
@@ -140,7 +140,7 @@ class Tape:
                 if type(value) is not PackRef or value.pack is not pack:
                     return None
             members = pack.slots
-            return [members[v.index] for v in values]
+            return [members[v.position] for v in values]
         for value in values:
             if type(value) is not LazyArray or value._tape is not self:
                 return None
@@ -317,8 +317,9 @@ class Tape:
         key = ProgramKey(tuple(slots.key), tuple(requested), donate)
         cacheable = recording.cacheable
         entry = programs.lookup(key) if cacheable else None
-        new = entry is None
-        if new:
+        new = False
+        if entry is None:
+            new = True
             entry = programs.compile_program(list(recording.nodes), len(slots.avals), slots.input_slots,
                                              requested, donate)
             log.debug("compiling a recorded program: %d inputs, %d nodes, %d outputs, %d donated%s",

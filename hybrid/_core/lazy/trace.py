@@ -44,7 +44,7 @@ def force(tracer: "LazyArray") -> Any:
         value = tracer._value
         packed = tracer._packed
         if value is None and packed is not None:
-            value = tracer._value = packed.pack.value(packed.index)
+            value = tracer._value = packed.pack.value(packed.position)
     return value
 
 
@@ -256,7 +256,7 @@ class _NotRecorded:
 
 
 if not hasattr(ArrayImpl, "backward"):
-    ArrayImpl.backward = _NotRecorded()
+    ArrayImpl.backward = _NotRecorded()  # type: ignore[attr-defined]  # a descriptor added to JAX's array class
 
 # the backward engine (hybrid._core.gradients, which drives the tape from above the modes) registers
 # itself here, so that ``loss.backward()`` reaches it without the recorder importing it
@@ -279,9 +279,9 @@ def concrete(x: Any) -> Any:
 def fun_key(fun: lu.WrappedFun) -> Any:
     """A structural key of a WrappedFun: the function and the arguments of its transforms, leaving
     out the per-call output stores (and the thunks that read them)."""
-    parts = [fun.f]
+    parts: list[Any] = [fun.f]
     for gen, args in fun.transforms:
-        items = []
+        items: list[Any] = []
         for a in args:
             if isinstance(a, (lu.Store, lu.EqualStore)) or getattr(a, "__module__", None) == lu.__name__:
                 items.append("store")
