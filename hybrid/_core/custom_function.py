@@ -97,7 +97,7 @@ class _Instance:
 def _attributes_key(function: Function) -> Any:
     """The class and attributes of ``function`` as a hashable key (arrays by identity), or None when
     an attribute cannot be compared."""
-    items = []
+    items: list[tuple[str, Any, Any]] = []
     for name, value in sorted(getattr(function, "__dict__", {}).items()):
         if name in _OWN:
             continue
@@ -206,7 +206,7 @@ def _call_bwd(residuals: tuple, output_grads: Any) -> tuple:
     if len(grads) != len(saved.in_avals):
         raise AutogradError(f"{name}.backward returned {len(grads)} gradient(s) for the {len(saved.in_avals)} "
                             "input(s) of forward; return one per input (None for no gradient)")
-    out = []
+    out: list[jax.Array | None] = []
     for i, (g, (shape, dtype)) in enumerate(zip(grads, saved.in_avals)):
         if g is None or not jnp.issubdtype(dtype, jnp.inexact):
             out.append(None)  # a zero gradient (the only one an integer input has)

@@ -194,9 +194,12 @@ class CompileFrame(Frame):
         return self.read(Cell(_cells.DATA, param), lambda: param.own_data)
 
     def store(self, param: StoredParam, value: Any) -> None:
+        def getter(p: StoredParam = param) -> Any:
+            return p.own_data
+
         def setter(new, p=param):
             p.assign_data(new)
-        self.write(Cell(_cells.DATA, param), lambda p=param: p.own_data, setter, value)
+        self.write(Cell(_cells.DATA, param), getter, setter, value)
 
     def assign_attribute(self, block: BlockCall, name: str, value: Any) -> None:
         """An attribute assigned in the step becomes a program output, set after every call."""

@@ -10,7 +10,7 @@ values. Parameters are reached through their public doors (``grad_reqs``, ``grad
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Sequence
 
 import jax
 
@@ -125,7 +125,7 @@ class _GradWrite:
 
     __slots__ = ("tape", "heads", "head_grads", "params", "requests", "wrt", "wrt_avals")
 
-    def __init__(self, tape: _lazy.Tape, heads: list, head_grads: list, params: list, requests: list, wrt: list,
+    def __init__(self, tape: _lazy.Tape, heads: list, head_grads: list, params: Sequence, requests: list, wrt: list,
                  wrt_avals: list | None):
         self.tape, self.heads, self.head_grads = tape, heads, head_grads
         self.params, self.requests, self.wrt, self.wrt_avals = params, requests, wrt, wrt_avals
@@ -161,7 +161,7 @@ class _GradWrite:
             return [param.accumulate_grad(g) for param, g in zip(self.params, grads)]
 
 
-def _gradients_split(params: list, pack: Any, values: list) -> None:
+def _gradients_split(params: Sequence, pack: Any, values: list) -> None:
     """Packed gradients were split: parameters still holding them get the arrays."""
     for param, value in zip(params, values):
         state = param.grad_state

@@ -243,7 +243,9 @@ class FrameRecordingMode(RecordingMode):
 
 
 def mode_of(frame: Mode | None, recording: bool, tape: _lazy.Tape | None) -> Mode:
-    """The mode of a context with this ``frame`` (or None), ``recording`` flag and ``tape``."""
+    """The mode of a context with this ``frame`` (or None), ``recording`` flag and ``tape`` (a recording
+    context's tape, else the tape a ``pause()`` keeps or None)."""
     if recording:
+        assert tape is not None  # every scope that starts recording gives its tape
         return RecordingMode(tape) if frame is None else FrameRecordingMode(tape, frame)
     return EAGER if frame is None else frame

@@ -37,10 +37,12 @@ class ModeScope:
     recording starts a new tape; a ``record()`` inside ``pause()`` continues the paused one."""
 
     __slots__ = ("_recording", "_training", "_previous", "_trace")
+    _previous: _context.Context  # the context to restore, set by __enter__
+    _trace: Any  # the JAX trace scope entered, if one
 
     def __init__(self, recording: bool | None, training: bool | None):
         self._recording, self._training = recording, training
-        self._previous = self._trace = None
+        self._trace = None
 
     def __enter__(self) -> "ModeScope":
         ctx = _context.current()
@@ -77,6 +79,6 @@ def set_recording(flag: bool) -> bool:
     previous = ctx.recording
     if bool(flag) != previous:
         tape = _lazy.Tape(_lazy.current_trace()) if flag else None
-        _lazy.set_trace(tape.trace if flag else (ctx.tape.parent if ctx.tape is not None else None))
+        _lazy.set_trace(tape.trace if tape is not None else (ctx.tape.parent if ctx.tape is not None else None))
         _context.replace_current(recording=bool(flag), tape=tape)
     return previous
