@@ -98,7 +98,7 @@ class BoundOp:
     raw: Callable
 
 
-class BigOp(Protocol):
+class _BigOp(Protocol):
     """The public function of a big op (see :func:`big_op`); ``impl`` is its registered implementation."""
 
     impl: Callable[..., Any]
@@ -130,7 +130,7 @@ def register(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = 
 
 
 def big_op(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = "follow",
-           normalize: Callable[..., dict] | None = None, **traits: Any) -> Callable[[Callable], BigOp]:
+           normalize: Callable[..., dict] | None = None, **traits: Any) -> Callable[[Callable], _BigOp]:
     """Decorator defining big op ``name`` once: the decorated function is registered as its implementation
     (with ``pattern``, ``precision`` and ``traits``, see :class:`OpDef`), and the decorator returns the
     public function running it as one node through :func:`call`; ``public.impl`` is the implementation.
@@ -139,7 +139,7 @@ def big_op(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = "f
     keyword-only parameters the op's static attributes, with their defaults. ``normalize(*inputs,
     **attrs)`` returns the attributes in canonical form (tuples for sequences, non-negative axes,
     floats), so that equal calls share one compiled kernel."""
-    def deco(impl: Callable) -> BigOp:
+    def deco(impl: Callable) -> _BigOp:
         register(name, pattern, precision, **traits)(impl)
         params = inspect.signature(impl).parameters.values()
         inputs = [(p.name, p.default) for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -166,7 +166,7 @@ def big_op(name: str, pattern: OpPattern = OpPattern.OPAQUE, precision: str = "f
                 raise TypeError(f"{name}() missing keyword arguments {missing}")
             return call(name, *leaves, **(normalize(*leaves, **values) if normalize is not None else values))
 
-        op = cast(BigOp, public)
+        op = cast(_BigOp, public)
         op.impl = impl
         return op
 
