@@ -228,6 +228,14 @@ class Parameter(Watched):
         parameters a recording read)."""
         return list(map(_GRAD_REQ, params))
 
+    @staticmethod
+    def set_grads(params: Sequence["Parameter"], grads: Sequence) -> None:
+        """Give each of ``params`` its fresh gradient (``grads`` may be references to packed values): what
+        ``backward`` writes, in one pass without a call per parameter."""
+        for param, grad in zip(params, grads):
+            state = param.grad_state
+            state.value, state.fresh, state.dropped = grad, True, False
+
     @property
     def lr_mult(self) -> float:
         """Multiplier of the learning rate for this parameter."""

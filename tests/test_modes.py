@@ -190,7 +190,7 @@ def test_the_objects_the_modes_act_on_have_the_protocols_methods(monkeypatch):
     net.initialize()
     net.hybridize()
     trainer = hybrid.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
-    assert isinstance(net.weight, protocols.StoredParam)
+    assert isinstance(net.weight, protocols.StoredParam) and isinstance(net.weight, protocols.GradParam)
     assert isinstance(net, protocols.BlockCall)
     assert isinstance(net._compiled_op(), protocols.CompiledCall)
     assert isinstance(trainer, protocols.UpdateTarget)

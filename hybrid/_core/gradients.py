@@ -4,7 +4,7 @@
 hands their gradients to the current state store (``store_grads``, :mod:`hybrid._core.modes`): written onto
 the parameters (computed with the recording's next run, packed when every request is ``'write'``), or
 as cells of a ``hybrid.compile`` step. ``grad(heads, variables)`` returns gradients of any recorded
-values. Parameters are reached through their public doors (``grad_reqs``, ``grad_state``,
+values. Parameters are reached through their public doors (``grad_reqs``, ``set_grads``, ``grad_state``,
 ``accumulate_grad``); :mod:`hybrid.autograd` is the public face.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import jax
 
 from . import context as _context, lazy as _lazy, scopes as _scopes
-from .protocols import StepStore
+from .protocols import GradParam, StepStore
 from ..errors import AutogradError
 
 __all__ = ["backward", "grad"]
@@ -125,8 +125,8 @@ class _GradWrite:
 
     __slots__ = ("tape", "heads", "head_grads", "params", "requests", "wrt", "wrt_avals")
 
-    def __init__(self, tape: _lazy.Tape, heads: list, head_grads: list, params: Sequence, requests: list, wrt: list,
-                 wrt_avals: list | None):
+    def __init__(self, tape: _lazy.Tape, heads: list, head_grads: list, params: Sequence[GradParam],
+                 requests: list, wrt: list, wrt_avals: list | None):
         self.tape, self.heads, self.head_grads = tape, heads, head_grads
         self.params, self.requests, self.wrt, self.wrt_avals = params, requests, wrt, wrt_avals
 
@@ -138,8 +138,7 @@ class _GradWrite:
             # gradients packed, and they are split into arrays only if someone reads them
             avals = self.wrt_avals
             slots = tape.grad(self.heads, self.head_grads, self.wrt, False, slots_only=True, avals=avals)
-            for param, ref in zip(params, tape.packed(slots, functools.partial(_gradients_split, params), avals)):
-                param.grad_state.set(ref)
+            params[0].set_grads(params, tape.packed(slots, functools.partial(_gradients_split, params), avals))
             return
         new = self._accumulated()
 
@@ -161,7 +160,7 @@ class _GradWrite:
             return [param.accumulate_grad(g) for param, g in zip(self.params, grads)]
 
 
-def _gradients_split(params: Sequence, pack: Any, values: list) -> None:
+def _gradients_split(params: Sequence[GradParam], pack: Any, values: list) -> None:
     """Packed gradients were split: parameters still holding them get the arrays."""
     for param, value in zip(params, values):
         state = param.grad_state

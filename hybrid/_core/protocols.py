@@ -12,7 +12,8 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 from .cells import Cell
 from .watch import Watchable
 
-__all__ = ["GradFlags", "StoredParam", "BlockCall", "CompiledCall", "GradWrite", "UpdateTarget", "StateStore",
+__all__ = ["GradFlags", "StoredParam", "GradParam",
+           "BlockCall", "CompiledCall", "GradWrite", "UpdateTarget", "StateStore",
            "StepStore"]
 
 
@@ -47,6 +48,23 @@ class StoredParam(Protocol):
 
     def assign_data(self, value: Any) -> None:
         """Replace the data by a computed array of the same shape and dtype."""
+
+
+@runtime_checkable
+class GradParam(Protocol):
+    """A parameter (``hybrid.parameter.Parameter``) as the backward engine gives it its gradient. The two
+    static methods take all the parameters of one ``backward`` at once."""
+
+    @property
+    def grad_state(self) -> Any: ...
+
+    @staticmethod
+    def grad_reqs(params: Sequence[Any]) -> list[str]: ...
+
+    @staticmethod
+    def set_grads(params: Sequence[Any], grads: Sequence) -> None: ...
+
+    def accumulate_grad(self, grad: Any) -> Any: ...
 
 
 @runtime_checkable
