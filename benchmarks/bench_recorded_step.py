@@ -15,6 +15,8 @@ donated buffers. Printed, each as a ratio to the limit:
   machine change it much less than the wall time;
 - how often the calling thread was preempted in those rounds (a round that waited for a core is slow
   whatever the loop does);
+- the Python function calls the calling thread makes per step (counted by a profile hook, so the
+  machine's load does not change it: a change of the loop's per-step Python shows here first);
 - the recorded step's program on its own, called back to back like the limit (what the loop would cost
   without its Python);
 - the first step (tracing and compiling included), one fresh process per variant in interleaved rounds;
@@ -134,6 +136,24 @@ def involuntary_switches() -> int:
     return resource.getrusage(who).ru_nivcsw if who is not None else 0
 
 
+def python_calls_per_step(run: Callable[[], object], steps: int = 10) -> float:
+    """Python function calls the calling thread makes per step of ``run``, counted over ``steps`` steps."""
+    import jax
+    calls = [0]
+
+    def count(frame: object, event: str, arg: object) -> None:
+        if event == "call":
+            calls[0] += 1
+    sys.setprofile(count)
+    try:
+        for _ in range(steps):
+            out = run()
+    finally:
+        sys.setprofile(None)
+    jax.block_until_ready(out)
+    return calls[0] / steps
+
+
 def first_steps(variants: tuple, rounds: int) -> dict[str, list[float]]:
     """Seconds of the first step (trace, compile, run) of each variant, one fresh process each, in
     ``rounds`` interleaved rounds (a change of machine load hits every variant alike)."""
@@ -228,6 +248,9 @@ def main() -> None:
     for name, counts in preempted.items():
         busy = sum(count > BUSY_ROUND for count in counts)
         print(f"  {name:11s} {statistics.mean(counts):8.1f}  {busy:2d} of {len(counts)}")
+    print("Python function calls of the calling thread per step (a profile hook's count; load does not change it)")
+    for name, run in runs.items():
+        print(f"  {name:11s} {python_calls_per_step(run):8.1f}")
     alone = {"limit": limit, **{v: recorded_program_alone(v) for v in ("gluon_loop", "no_grads")}}
     alone_times = interleaved_medians(alone, repeats=args.rounds, warmup=10, inner=args.steps)
     print(f"the recorded step's program alone, called back to back, ms per call (median of {args.rounds} rounds)")
