@@ -119,8 +119,9 @@ def test_why_hybrid_quotes_only_measured_figures():
     assert not [x for x in figures if not re.search(rf"(?<![\d.]){re.escape(x)}(?!\d)", measured)]
 
 
-def test_benchmark_chart_is_drawn_at_build_time_not_kept(site):
-    chart = site / "images" / "suite.png"
+@pytest.mark.parametrize("picture", ["suite.png", "fit-curves.png"])
+def test_pictures_are_drawn_at_build_time_not_kept(site, picture):
+    chart = site / "images" / picture
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 10_000
     tracked = subprocess.run(["git", "ls-files", "*.png"], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    assert not [p for p in tracked if p.startswith(("benchmarks/", "docs/images/suite"))], tracked
+    assert not [p for p in tracked if p.startswith(("benchmarks/", "docs/"))], tracked
