@@ -11,6 +11,7 @@ large is allocated.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import math
@@ -64,9 +65,23 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
     or a crash at any point leaves the previous file at ``path`` untouched.
     """
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    tmp = _temp_beside(path, write)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        _remove(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise _naming(exc, path) from exc
+        raise
+    fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def _temp_beside(path: str, write: Callable[[Any], None]) -> str:
+    """The name of a new temporary file beside ``path`` holding what ``write(fileobj)`` wrote, flushed and
+    fsynced. On failure nothing is left behind, and an OSError names ``path``."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-",
+                                   dir=os.path.dirname(os.path.abspath(path)))
     except OSError as exc:
         raise _naming(exc, path) from exc
     try:
@@ -75,16 +90,23 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _remove(tmp)
         if isinstance(exc, OSError) and exc.filename is None:
             raise _naming(exc, path) from exc
         raise
-    fsync_directory(directory)
+    return tmp
+
+
+def _write_bytes(data: bytes, handle: Any) -> None:
+    handle.write(data)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _naming(exc: OSError, path: str) -> OSError:
@@ -170,22 +192,7 @@ def atomic_write_group(files: Sequence[tuple[str | os.PathLike, bytes]]) -> None
     try:
         for path, data in files:
             path = os.fspath(path)
-            directory = os.path.dirname(os.path.abspath(path))
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
-            except OSError as exc:
-                raise _naming(exc, path) from exc
-            staged.append((path, tmp))
-            try:
-                os.chmod(tmp, _new_file_mode(path))
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            except OSError as exc:
-                if exc.filename is None:
-                    raise _naming(exc, path) from exc
-                raise
+            staged.append((path, _temp_beside(path, functools.partial(_write_bytes, data))))
         for path, tmp in staged:
             if os.path.exists(path):
                 backups[path] = tmp + ".previous"
@@ -203,11 +210,8 @@ def atomic_write_group(files: Sequence[tuple[str | os.PathLike, bytes]]) -> None
         raise
     finally:
         for _, tmp in staged:
-            for leftover in (tmp, tmp + ".previous"):
-                try:
-                    os.unlink(leftover)
-                except FileNotFoundError:
-                    pass
+            _remove(tmp)
+            _remove(tmp + ".previous")
 
 
 def load_arrays(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> dict[str, np.ndarray]:
