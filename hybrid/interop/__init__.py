@@ -1,8 +1,8 @@
 """Exchanging models, parameters and arrays with other frameworks.
 
 ``hybrid.interop.torch``: PyTorch ``state_dict``s in hybrid networks (torch is an optional extra and is
-imported only when used). ``hybrid._compiled.inputs``: the conversion of foreign inputs (PyTorch tensors,
-lists of numbers) at a block's call.
+imported only when used). Foreign inputs (PyTorch tensors, lists of numbers) are converted at a block's
+call by ``hybrid._compiled.inputs``, below the blocks.
 """
 from __future__ import annotations
 
