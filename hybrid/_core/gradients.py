@@ -20,6 +20,7 @@ from ..errors import AutogradError
 
 __all__ = ["backward", "grad"]
 
+
 def _as_list(x: Any) -> list:
     if isinstance(x, (list, tuple)):
         return list(x)
