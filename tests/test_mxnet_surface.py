@@ -280,3 +280,26 @@ def test_install_makes_import_mxnet_work_and_uninstall_undoes_it():
     env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert proc.stdout.strip() == "OK", proc.stderr[-2000:]
+
+
+def test_dotted_imports_reach_below_a_module_outside_the_alias():
+    # mxnet.gluon.data is hybrid.data (outside hybrid.mxnet): its submodules import by their dotted path too
+    script = textwrap.dedent("""
+        import hybrid, hybrid.mxnet
+        hybrid.mxnet.install()
+        from mxnet.gluon.data.vision import transforms
+        import mxnet.gluon.data.vision.transforms as T
+        from mxnet.gluon.data.dataloader import DataLoader
+        from mxnet.gluon.data import ArrayDataset
+        from mxnet.ndarray.contrib import BilinearResize2D
+        assert transforms is T is hybrid.data.vision.transforms
+        assert DataLoader is hybrid.data.DataLoader and ArrayDataset is hybrid.data.ArrayDataset
+        assert BilinearResize2D is hybrid.mxnet.nd.contrib.BilinearResize2D
+        try:
+            import mxnet.gluon.data.no_such_module
+        except ImportError:
+            print('OK')
+    """)
+    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.strip() == "OK", proc.stderr[-2000:]

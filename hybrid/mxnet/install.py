@@ -36,17 +36,21 @@ class _NamespaceModule(types.ModuleType):
 
 
 def _resolve(fullname: str) -> types.ModuleType | None:
-    target = _TARGET + fullname[len(_ALIAS):]
-    try:
-        return importlib.import_module(target)
-    except ModuleNotFoundError as exc:
-        if exc.name != target:
-            raise
-    parent_name, _, attribute = target.rpartition(".")
-    try:
-        parent = importlib.import_module(parent_name)
-    except ModuleNotFoundError:
+    """The module ``mxnet.a.b`` stands for: the submodule ``b`` of what ``mxnet.a`` stands for (which may be
+    a module outside ``hybrid.mxnet``: ``mxnet.gluon.data`` is ``hybrid.data``), else its attribute ``b``."""
+    if fullname == _ALIAS:
+        return importlib.import_module(_TARGET)
+    parent_alias, _, attribute = fullname.rpartition(".")
+    parent = sys.modules.get(parent_alias) or _resolve(parent_alias)
+    if parent is None:
         return None
+    if hasattr(parent, "__path__"):  # a package: its submodule, when it has one
+        target = f"{parent.__name__}.{attribute}"
+        try:
+            return importlib.import_module(target)
+        except ModuleNotFoundError as exc:
+            if exc.name != target:
+                raise
     value = getattr(parent, attribute, None)
     if value is None:
         return None
