@@ -253,6 +253,13 @@ def test_symbols_are_not_composed():
 
 
 # -- the import alias ------------------------------------------------------------------------------------
+def _prints_ok(script: str) -> None:
+    """Run ``script`` in a fresh interpreter (the alias changes ``sys.modules``); it must print OK."""
+    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.strip() == "OK", proc.stderr[-2000:]
+
+
 def test_install_makes_import_mxnet_work_and_uninstall_undoes_it():
     script = textwrap.dedent("""
         import sys
@@ -277,9 +284,7 @@ def test_install_makes_import_mxnet_work_and_uninstall_undoes_it():
         except ImportError:
             print('OK')
     """)
-    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.stdout.strip() == "OK", proc.stderr[-2000:]
+    _prints_ok(script)
 
 
 def test_dotted_imports_reach_below_a_module_outside_the_alias():
@@ -300,6 +305,4 @@ def test_dotted_imports_reach_below_a_module_outside_the_alias():
         except ImportError:
             print('OK')
     """)
-    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.stdout.strip() == "OK", proc.stderr[-2000:]
+    _prints_ok(script)
