@@ -641,8 +641,9 @@ class Block(Watched, metaclass=_BlockMeta):
     # -- calling --------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         depth = _context.call_depth
-        if not depth.value and needs_conversion(args, kwargs):  # PyTorch tensors, lists of numbers
-            args, kwargs = convert_inputs(self, args, kwargs)
+        wrap_outputs = None
+        if needs_conversion(args, kwargs):  # PyTorch tensors, lists of numbers, the alias's handles
+            args, kwargs, wrap_outputs = convert_inputs(self, args, kwargs, not depth.value)
         for hook in tuple(self._forward_pre_hooks.values()):
             hook(self, args)
         depth.value += 1
@@ -658,7 +659,7 @@ class Block(Watched, metaclass=_BlockMeta):
             depth.value -= 1
         for hook in tuple(self._forward_hooks.values()):
             hook(self, args, out)
-        return out
+        return out if wrap_outputs is None else wrap_outputs(out)
 
     def _dispatch(self, args: tuple, kwargs: dict) -> Any:
         return _context.stack.top.mode.call_block(self, args, kwargs)

@@ -458,6 +458,16 @@ class Parameter(Watched):
         if grad is not None:
             store.write_cell(cell, self._stored_grad, self._set_grad, fn(grad))
 
+    def set_grad(self, value: Any) -> None:
+        """Replace the gradient by ``value`` (cast to the parameter's dtype, broadcast to its shape), keeping
+        its freshness. Raises RuntimeError for ``grad_req='null'``."""
+        if self._grad_req == "null":
+            raise RuntimeError(f"Parameter {self._name!r} has grad_req='null' and no gradient")
+        if self._data is None:
+            self.data()  # raises the right uninitialised error
+        value = jnp.broadcast_to(jnp.asarray(value, dtype=self._dtype), self._data.shape)
+        _context.current().store.write_cell(Cell(GRAD, self), self._stored_grad, self._set_grad, value)
+
     def _kept_grad(self) -> Any:
         """The gradient outside a compiled step, or None when there is none (never written, or dropped)."""
         state = self.grad_state

@@ -68,21 +68,6 @@ def test_mxnet_methods_on_jax_arrays():
     np.testing.assert_array_equal(traced, a.reshape(2, 12)[:, :2])
 
 
-def test_names_that_cannot_mean_the_same_say_what_to_write():
-    x = nd.ones((2,))
-    with pytest.raises(AttributeError, match=r"np\.asarray\(x\)"):
-        x.asnumpy()
-    with pytest.raises(AttributeError, match=r"autograd\.grad\(y, x\)"):
-        x.attach_grad()
-    with pytest.raises(AttributeError, match=r"x\.item\(\)"):
-        x.asscalar()
-    assert not hasattr(x, "asnumpy")
-    with pytest.raises(TypeError, match=r"\.at\["):
-        x[:] = 3                                   # JAX's own message: x = x.at[idx].set(y)
-    with pytest.raises(NotImplementedError, match="autograd.grad"):
-        autograd.mark_variables([x], [x])
-
-
 def test_array_methods_can_be_removed_and_restored():
     from hybrid.mxnet import array_methods
     x = jnp.arange(6.0)

@@ -1,17 +1,20 @@
-"""Foreign inputs of a block call made into JAX arrays: PyTorch tensors and Python lists of numbers.
+"""Foreign inputs of a block call made into JAX arrays: PyTorch tensors, Python lists of numbers, and
+handle types registered by a layer above (the MXNet alias's mutable NDArray).
 
-``Block.__call__`` asks :func:`needs_conversion` at the top-level call (a set lookup per input, so JAX and
-NumPy inputs cost almost nothing) and, when it says yes, replaces the inputs by :func:`convert_inputs`'s.
+``Block.__call__`` asks :func:`needs_conversion` (a set lookup per input, so JAX and NumPy inputs cost
+almost nothing) and, when it says yes, replaces the inputs by :func:`convert_inputs`'s. Tensors and lists
+are converted at the top-level call only; handles at every call, and a call given a handle returns its
+outputs wrapped by the handle type's ``wrap``.
 """
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["needs_conversion", "convert_inputs", "from_torch"]
+__all__ = ["needs_conversion", "convert_inputs", "from_torch", "register_handle"]
 
 _NUMBERS = (bool, int, float, complex, np.number, np.bool_)
 # Types that pass unchanged. convert_inputs adds every other type it leaves alone (JAX's array types among
@@ -19,6 +22,15 @@ _NUMBERS = (bool, int, float, complex, np.number, np.bool_)
 # hold decides.
 _PASS: set[type] = {np.ndarray, bool, int, float, complex, str, type(None)}
 _CONTAINERS = (list, tuple, dict)
+# handle type -> (its value, the outputs of a call given one, wrapped)
+_HANDLES: dict[type, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {}
+
+
+def register_handle(cls: type, unwrap: Callable[[Any], Any], wrap: Callable[[Any], Any]) -> None:
+    """Blocks called with instances of ``cls`` (or its subclasses: register each) see ``unwrap(x)``, and
+    the call returns ``wrap(outputs)``."""
+    _PASS.discard(cls)
+    _HANDLES[cls] = (unwrap, wrap)
 
 
 def needs_conversion(args: tuple, kwargs: dict) -> bool:
@@ -62,10 +74,14 @@ def _is_number_list(value: Any) -> bool:
     return all(isinstance(v, _NUMBERS) or _is_number_list(v) for v in value)
 
 
-def _convert(block: Any, where: str, value: Any, tensor_type: Any, lists: bool) -> Any:
+def _convert(block: Any, where: str, value: Any, tensor_type: Any, lists: bool, found: list) -> Any:
     kind = type(value)
     if kind in _PASS:
         return value
+    handle = _HANDLES.get(kind)
+    if handle is not None:
+        found.append(handle[1])
+        return handle[0](value)
     if tensor_type is not None and isinstance(value, tensor_type):
         try:
             return from_torch(value)
@@ -80,24 +96,29 @@ def _convert(block: Any, where: str, value: Any, tensor_type: Any, lists: bool) 
                             f"({exc}); give an array or a list of lists of equal lengths") from exc
     if kind in _CONTAINERS:
         if kind is dict:
-            return {k: _convert(block, f"{where}[{k!r}]", v, tensor_type, False) for k, v in value.items()}
-        items = [_convert(block, f"{where}[{i}]", v, tensor_type, False) for i, v in enumerate(value)]
+            return {k: _convert(block, f"{where}[{k!r}]", v, tensor_type, False, found) for k, v in value.items()}
+        items = [_convert(block, f"{where}[{i}]", v, tensor_type, False, found) for i, v in enumerate(value)]
+        if all(a is b for a, b in zip(items, value)):
+            return value  # nothing converted: the caller's own list
         return items if kind is list else tuple(items)
     _PASS.add(kind)
     return value
 
 
-def convert_inputs(block: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """``args`` and ``kwargs`` with every PyTorch tensor (also inside lists, tuples and dicts) made a JAX
-    array, and every positional input that is a list of numbers made an array (``np.asarray`` rules:
-    ``[1, 2]`` is int32, ``[1.0, 2]`` float32). Lists holding arrays (recurrent states) stay lists, tuples
-    stay tuples, keyword lists stay lists; everything else is returned as it is.
+def convert_inputs(block: Any, args: tuple, kwargs: dict, top: bool = True) -> tuple[tuple, dict, Any]:
+    """``args`` and ``kwargs`` with every registered handle (also inside lists, tuples and dicts) replaced by
+    its value, and at the top-level call (``top``) every PyTorch tensor made a JAX array and every
+    positional input that is a list of numbers made an array (``np.asarray`` rules: ``[1, 2]`` is int32,
+    ``[1.0, 2]`` float32). Lists holding arrays (recurrent states) stay lists, tuples stay tuples, keyword
+    lists stay lists; everything else is returned as it is. The third result wraps the call's outputs
+    (when a handle was given) or is None.
 
     Raises TypeError naming ``block`` and the input for a list of numbers that is not rectangular and for
     a tensor that cannot be converted.
     """
-    tensor_type = _torch_tensor_type()
-    args = tuple(_convert(block, f"input {i}", a, tensor_type, True) for i, a in enumerate(args))
+    tensor_type = _torch_tensor_type() if top else None
+    found: list = []
+    args = tuple(_convert(block, f"input {i}", a, tensor_type, top, found) for i, a in enumerate(args))
     if kwargs:
-        kwargs = {k: _convert(block, f"input {k!r}", v, tensor_type, False) for k, v in kwargs.items()}
-    return args, kwargs
+        kwargs = {k: _convert(block, f"input {k!r}", v, tensor_type, False, found) for k, v in kwargs.items()}
+    return args, kwargs, found[0] if found else None

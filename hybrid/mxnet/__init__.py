@@ -6,8 +6,9 @@
 
 ``hybrid.mxnet.install()`` makes ``import mxnet`` (and ``mxnet.gluon``, ``mxnet.gluon.nn``, ...) resolve to
 this package; ``uninstall()`` undoes it. The submodules load on first use, so that importing the operator
-table (``hybrid.mxnet.ops``) costs nothing more. Arrays are ``jax.Array``: names that cannot mean the same
-on immutable arrays (``attach_grad``, ``x[:] = v``, ``.asnumpy()``) raise errors saying what to write.
+table (``hybrid.mxnet.ops``) costs nothing more.
+``mx.nd`` and ``mx.np`` arrays are mutable handles over JAX values (:mod:`hybrid.mxnet.handle`): in-place
+writes, ``attach_grad`` and ``.grad`` work as in MXNet, and blocks called with them return them.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ _SUBMODULES = {
     "init": "initializer", "initializer": "initializer", "autograd": "autograd", "context": "context",
     "random": "random", "base": "base", "metric": "metric", "optimizer": "optimizer",
     "lr_scheduler": "lr_scheduler", "ops": "ops", "operator": "operator", "array_methods": "array_methods",
-    "recordio": "recordio",
+    "recordio": "recordio", "np": "numpy", "numpy": "numpy", "npx": "numpy_extension",
+    "numpy_extension": "numpy_extension", "handle": "handle",
 }
 # attribute -> (submodule, name in it)
 _NAMES = {

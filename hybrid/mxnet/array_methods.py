@@ -10,8 +10,11 @@ gives ``jax.Array`` and JAX's tracers (hence hybrid's recorded values) these met
 - methods JAX arrays have keep JAX's meaning for every call JAX accepts; a call JAX would reject gets
   MXNet's meaning: ``reshape`` with MXNet's codes (0, -2, -3, -4 on a non-empty array) or ``reverse=``,
   ``transpose(axes=...)``, reductions with ``exclude=``;
-- names that cannot mean the same on immutable arrays (``asnumpy``, ``asscalar``, ``attach_grad``,
-  ``grad``) raise :class:`ArrayMethodError` (an ``AttributeError``) saying what to write instead.
+- ``asnumpy``, ``asscalar``, ``context``/``ctx`` and ``as_in_context`` read as on an NDArray;
+- names that need a mutable array (``attach_grad``, ``grad``) raise :class:`ArrayMethodError` (an
+  ``AttributeError``) saying what to write instead: a ``jax.Array`` is what hybrid's own API gives (a
+  Parameter's ``data()``, a block's output inside ``hybrid_forward``); ``mx.nd``/``mx.np`` arrays are
+  mutable handles (:mod:`hybrid.mxnet.handle`) that have them.
 
 ``disable()`` restores JAX's classes as they were.
 """
@@ -27,18 +30,16 @@ __all__ = ["ArrayMethodError", "enable", "disable", "enabled", "OPERATOR_METHODS
 
 
 class ArrayMethodError(AttributeError):
-    """An NDArray method that has no meaning on an immutable ``jax.Array``; the message says what to use."""
+    """An NDArray attribute that needs a mutable array (a gradient buffer); the message says what to use."""
 
 
 # method name -> what to write instead
 UNAVAILABLE = {
-    "asnumpy": "hybrid.mxnet arrays are jax.Array: write np.asarray(x) instead of x.asnumpy()",
-    "asscalar": "hybrid.mxnet arrays are jax.Array: write x.item() (or float(x)) instead of x.asscalar()",
-    "attach_grad": ("jax.Array cannot hold a gradient buffer: instead of x.attach_grad(); y.backward(); x.grad "
-                    "write g = autograd.grad(y, x) inside/after autograd.record(), or make x a Parameter "
-                    "(p.grad() after backward)"),
-    "grad": ("jax.Array has no .grad: use autograd.grad(y, x), or a Parameter's p.grad() after "
-             "autograd.backward / loss.backward()"),
+    "attach_grad": ("a jax.Array (a Parameter's data(), a value inside a block) cannot hold a gradient buffer: "
+                    "make an mx.nd/mx.np array of it (nd.array(x)) and attach_grad() that, or use "
+                    "g = autograd.grad(y, x) for x used inside autograd.record()"),
+    "grad": ("a jax.Array has no .grad: use autograd.grad(y, x), a Parameter's p.grad() after backward, or an "
+             "mx.nd/mx.np array with attach_grad()"),
 }
 
 # methods JAX arrays lack, served by the MXNet operator of the same name
@@ -113,6 +114,27 @@ def _reduction(name: str, original: Callable) -> Callable:
     return reduction
 
 
+def _asnumpy(self: Any) -> Any:
+    """MXNet's ``x.asnumpy()``: a writable NumPy copy."""
+    import numpy as np
+    return np.array(self)
+
+
+def _asscalar(self: Any) -> Any:
+    """MXNet's ``x.asscalar()``: the one value of a size-1 array; ValueError for any other size."""
+    if self.size != 1:
+        raise ValueError(f"asscalar: the array has shape {tuple(self.shape)}, not a single value")
+    return _asnumpy(self).reshape(())[()]
+
+
+def _context(self: Any) -> Any:
+    """MXNet's ``x.context``: the Context of the device holding the array."""
+    from .context import Context
+    devices = self.devices() if isinstance(self, jax.Array) and not isinstance(self, Tracer) else ()
+    device = next(iter(devices), None) or jax.devices()[0]
+    return Context("gpu" if device.platform in ("gpu", "cuda", "rocm") else "cpu", device.id)
+
+
 def _as_in_context(self: Any, ctx: Any) -> Any:
     """MXNet's ``x.as_in_context(ctx)``: ``jax.device_put`` onto the context's device."""
     from .context import to_device
@@ -151,7 +173,9 @@ def enable() -> None:
         _set(cls, "transpose", _transpose(cls.transpose))
         for name in _EXCLUDE_REDUCTIONS:
             _set(cls, name, _reduction(name, getattr(cls, name)))
-        for name, value in (("as_in_context", _as_in_context), ("wait_to_read", _wait_to_read)):
+        for name, value in (("as_in_context", _as_in_context), ("wait_to_read", _wait_to_read),
+                            ("asnumpy", _asnumpy), ("asscalar", _asscalar), ("context", property(_context)),
+                            ("ctx", property(_context))):
             if not hasattr(cls, name):
                 _set(cls, name, value)
 

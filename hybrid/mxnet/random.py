@@ -82,3 +82,14 @@ def multinomial(data: Any, shape: Any = (), get_prob: bool = False, dtype: Any =
                                    draws[..., None].astype(jnp.int32), axis=-1)[..., 0]
         return [draws, logp]
     return draws
+
+
+def _returning_handles() -> None:
+    """The samplers return ``mx.nd.NDArray`` handles, as MXNet's do (their inputs may be handles too)."""
+    from .handle import handle_function
+    for name in __all__:
+        if name != "seed":
+            globals()[name] = handle_function(globals()[name], name=name)
+
+
+_returning_handles()
