@@ -197,17 +197,22 @@ class NDArray:
         for i in range(len(self)):
             yield self[i]
 
+    def _scalar(self) -> Any:
+        """The one value of a size-1 array (MXNet's NDArrays of shape (1,) convert like 0-d ones)."""
+        value = self.value
+        return value.reshape(()) if value.ndim and value.size == 1 else value
+
     def __bool__(self) -> bool:
-        return bool(self.value)
+        return bool(self._scalar())
 
     def __float__(self) -> float:
-        return float(self.value)
+        return float(self._scalar())
 
     def __int__(self) -> int:
-        return int(self.value)
+        return int(self._scalar())
 
     def __index__(self) -> int:
-        return operator.index(self.value)
+        return operator.index(self._scalar())
 
     __hash__ = object.__hash__
 
