@@ -4,9 +4,11 @@ from __future__ import annotations
 import operator
 from typing import Any, NamedTuple, Sequence
 
-from jax._src import core
+from jax._src import ad_util, core
 
 from .slots import SlotRegistry
+
+_STOP_GRADIENT = ad_util.stop_gradient_p
 
 
 class GradSpec(NamedTuple):
@@ -197,12 +199,16 @@ class Recording:
         return found
 
     # dependencies and freed graphs -------------------------------------------------------
-    def depends_on(self, heads: Sequence[int], stop: set[int] | None = None) -> set[int]:
+    def depends_on(self, heads: Sequence[int], stop: set[int] | None = None, differentiable: bool = False) -> set[int]:
         """The slots (inputs and node outputs) that the slots ``heads`` are computed from, not looking
-        past the slots in ``stop`` (constants: their own inputs are not included)."""
+        past the slots in ``stop`` (constants: their own inputs are not included), nor past a
+        ``stop_gradient`` when only the ``differentiable`` path counts."""
         needed = set(heads)
-        if stop:
+        if stop is not None or differentiable:
+            stop = stop or set()
             for node in reversed(self.nodes):
+                if differentiable and node.kind == "prim" and node.op is _STOP_GRADIENT:
+                    continue
                 if not needed.isdisjoint(node.outputs) and not stop.issuperset(needed.intersection(node.outputs)):
                     needed.update(node.inputs)
                     if node.kind == "grad":
@@ -218,7 +224,7 @@ class Recording:
     def free(self, head_slots: Sequence[int]) -> None:
         """Free the graph of the values ``head_slots`` (a backward without ``retain_graph``): they cannot be
         differentiated again, and the values computed on the way become constants for later gradients,
-        as in MXNet. Tape inputs (parameters, arrays from outside) stay differentiable."""
+        as in MXNet. Values reached only through a ``stop_gradient`` (``detach()``) keep their graph. Tape inputs (parameters, arrays from outside) stay differentiable."""
         self.freed_heads.append(list(head_slots))
 
     def freed(self) -> set[int]:
@@ -227,7 +233,7 @@ class Recording:
         if pending:
             position = self.slots.input_position
             for heads in pending:
-                reached = self.depends_on(heads, stop=self._freed)
+                reached = self.depends_on(heads, stop=self._freed, differentiable=True)
                 self._freed.update(s for s in reached if position[s] is None)
             self._freed_upto = len(self.freed_heads)
         return self._freed

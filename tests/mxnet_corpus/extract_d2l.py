@@ -1,0 +1,55 @@
+"""Write the MXNet cells of chapters of *Dive into Deep Learning* (d2l-en) as corpus cases.
+
+    python extract_d2l.py /path/to/d2l-en
+
+For each section of SECTIONS, the code cells whose ``%%tab`` line names ``mxnet`` or ``all`` (or that have
+no ``%%tab`` line) are written, unchanged, to ``d2l/<chapter>/<section>.py`` with ``# %%`` between cells;
+IPython magics (lines starting with ``%``) are left out. The cells are run notebook-style by harness.py
+(which gives them d2lbook's ``tab``, whose ``tab.selected(...)`` is true for MXNet).
+"""
+import os
+import re
+import sys
+
+SECTIONS = [
+    "chapter_preliminaries/ndarray",
+    "chapter_preliminaries/linear-algebra",
+    "chapter_preliminaries/calculus",
+    "chapter_preliminaries/autograd",
+    "chapter_linear-regression/linear-regression-scratch",
+    "chapter_linear-regression/linear-regression-concise",
+    "chapter_linear-regression/weight-decay",
+]
+HERE = os.path.dirname(os.path.abspath(__file__))
+CELL = re.compile(r"^```\{\.python \.input[^}]*\}\n(.*?)^```", re.S | re.M)
+
+
+def mxnet_cells(markdown):
+    cells = []
+    for body in CELL.findall(markdown):
+        lines = body.splitlines()
+        if lines and lines[0].startswith("%%tab"):
+            tabs = {t.strip() for t in lines[0][len("%%tab"):].split(",")}
+            if not tabs & {"mxnet", "all"}:
+                continue
+            lines = lines[1:]
+        code = "\n".join(line for line in lines if not line.startswith("%"))
+        if code.strip() and "tab.interact_select" not in code:
+            cells.append(code.rstrip() + "\n")
+    return cells
+
+
+def main(root):
+    for section in SECTIONS:
+        with open(os.path.join(root, section + ".md")) as f:
+            cells = mxnet_cells(f.read())
+        target = os.path.join(HERE, "d2l", section + ".py")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w") as f:
+            f.write(f"# The MXNet cells of d2l-en's {section}.md (https://github.com/d2l-ai/d2l-en), unchanged.\n")
+            for cell in cells:
+                f.write("# %%\n" + cell)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

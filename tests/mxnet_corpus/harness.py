@@ -1,0 +1,291 @@
+"""Run a corpus case notebook-style under MXNet 1.9.1 (``record``) or under ``hybrid.mxnet`` (``replay``).
+
+    python harness.py record <case.py> <reference.npz>   # with MXNet's interpreter
+    python harness.py replay <case.py> <reference.npz>   # with hybrid's; prints the comparison as JSON
+
+A case is a file of cells separated by ``# %%`` lines; each cell runs in one namespace, and the value of a
+cell's last expression is *observed* (as a notebook shows it). The code is run unchanged; the harness only
+fixes what differs between two frameworks' random streams:
+
+- the random draws of ``np.random.*``, ``nd.random.*`` and ``mx.random.*`` (synthetic data, weights made
+  from scratch) and the initial value of every Gluon parameter are recorded under MXNet and replayed,
+  in order, under hybrid (a replayed draw must have the recorded sampler and shape);
+- the permutations of ``gluon.data.RandomSampler`` likewise (the data order);
+- Python's and NumPy's global generators are seeded alike.
+
+Observed are the cells' values (arrays by value, numbers exactly or to rtol) and the loss of every
+``backward()`` (its mean), so the per-step losses of a training loop are compared too.
+"""
+import ast
+import json
+import os
+import random
+import sys
+import traceback
+
+import numpy as onp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLERS = ("normal", "uniform", "randint", "randn", "rand", "choice", "permutation", "gamma", "exponential",
+            "poisson", "multinomial", "laplace", "logistic", "gumbel", "beta", "bernoulli")
+
+
+def cells_of(path):
+    with open(path) as f:
+        text = f.read()
+    return [c for c in text.split("# %%\n")[1:] if c.strip()]
+
+
+def _numpy(value):
+    """An observed value as something comparable: a NumPy array, a number, or a type name."""
+    if hasattr(value, "asnumpy"):
+        return value.asnumpy()
+    if isinstance(value, onp.ndarray):
+        return value
+    if isinstance(value, (bool, int, float, onp.generic)):
+        return onp.asarray(value)
+    if isinstance(value, (list, tuple)) and value and all(hasattr(v, "asnumpy") or isinstance(v, (int, float))
+                                                         for v in value):
+        try:
+            return onp.stack([_numpy(v) for v in value])
+        except ValueError:
+            return type(value).__name__
+    return type(value).__name__
+
+
+class Tape:
+    """What one run saw and drew."""
+
+    def __init__(self, reference=None):
+        self.draws, self.inits, self.orders = [], [], []
+        self.losses, self.observed, self.errors = [], [], []
+        self.reference = reference
+        self.cursor = {"draws": 0, "inits": 0, "orders": 0}
+
+    def next(self, kind, where):
+        i = self.cursor[kind]
+        stored = self.reference[kind]
+        if i >= len(stored):
+            raise RuntimeError(f"harness: {where} draws more than MXNet did ({len(stored)} {kind})")
+        self.cursor[kind] = i + 1
+        return stored[i]
+
+
+def _exec_cells(cells, namespace, tape):
+    for index, cell in enumerate(cells):
+        try:
+            tree = ast.parse(cell)
+            last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            if last is not None:
+                tree.body = tree.body[:-1]
+            exec(compile(tree, f"<cell {index}>", "exec"), namespace)
+            value = eval(compile(ast.Expression(last.value), f"<cell {index}>", "eval"), namespace) \
+                if last is not None else None
+            tape.observed.append(_numpy(value) if last is not None else "-")
+        except Exception:  # noqa: BLE001  the error is what the comparison reports
+            tape.observed.append("error")
+            tape.errors.append((index, traceback.format_exc(limit=6)))
+
+
+def _prepare_paths():
+    sys.path.insert(0, os.path.join(HERE, "d2l_package"))
+    sys.path.append(os.path.join(HERE, "stubs"))  # only where the real IPython / matplotlib_inline are absent
+    import matplotlib
+    matplotlib.use("Agg")
+
+
+def _wrap_samplers(modules, on_draw):
+    for module in modules:
+        for name in SAMPLERS:
+            original = getattr(module, name, None)
+            if original is None or getattr(original, "_corpus", False):
+                continue
+
+            def sampler(*args, __original=original, __name=f"{module.__name__}.{name}", **kwargs):
+                return on_draw(__name, __original, args, kwargs)
+            sampler._corpus = True
+            setattr(module, name, sampler)
+
+
+def _short(name):
+    """A sampler's name without the framework's module path: ``np.random.normal`` / ``nd.random.normal``."""
+    parts = name.split(".")
+    family = "np" if "numpy" in parts else "nd"
+    return f"{family}.{parts[-1]}"
+
+
+def record(case, out):
+    import mxnet as mx
+    tape = Tape()
+    _prepare_paths()
+
+    def on_draw(name, original, args, kwargs):
+        value = original(*args, **kwargs)
+        target = kwargs.get("out")
+        shown = value if value is not None else target
+        tape.draws.append((_short(name), shown.asnumpy()))
+        return value
+    _wrap_samplers([mx.np.random, mx.nd.random, mx.random], on_draw)
+
+    init_impl = mx.gluon.Parameter._init_impl
+
+    def recording_init(self, data, ctx_list):
+        init_impl(self, data, ctx_list)
+        tape.inits.append(self.data().asnumpy())
+    mx.gluon.Parameter._init_impl = recording_init
+
+    sampler_iter = mx.gluon.data.RandomSampler.__iter__
+
+    def recording_iter(self):
+        order = list(sampler_iter(self))
+        tape.orders.append(onp.asarray(order))
+        return iter(order)
+    mx.gluon.data.RandomSampler.__iter__ = recording_iter
+
+    def recording_backward(original):
+        def backward(self, *args, **kwargs):
+            tape.losses.append(float(self.mean().asnumpy()))
+            return original(self, *args, **kwargs)
+        return backward
+    for cls in (mx.nd.NDArray, mx.np.ndarray):
+        if "backward" in vars(cls):
+            cls.backward = recording_backward(cls.backward)
+    _run(case, tape)
+    _save(tape, out)
+
+
+def _seed():
+    random.seed(0)
+    onp.random.seed(0)
+
+
+class _Tab:
+    """d2lbook's ``tab``: the cells are those of the MXNet tab."""
+
+    @staticmethod
+    def selected(*names):
+        return not names or "mxnet" in names
+
+
+def _run(case, tape):
+    _seed()
+    namespace = {"__name__": "__main__", "tab": _Tab()}
+    _exec_cells(cells_of(case), namespace, tape)
+
+
+def _save(tape, out):
+    arrays = {}
+    for kind in ("inits", "orders", "observed"):
+        for i, value in enumerate(getattr(tape, kind)):
+            if isinstance(value, onp.ndarray):
+                arrays[f"{kind}/{i}"] = value
+    for i, (name, value) in enumerate(tape.draws):
+        arrays[f"draws/{i}"] = value
+    meta = {"draw_names": [n for n, _ in tape.draws], "counts": {k: len(getattr(tape, k)) for k in
+                                                                 ("inits", "orders", "observed")},
+            "observed_kinds": [v if isinstance(v, str) else "array" for v in tape.observed],
+            "losses": tape.losses, "errors": tape.errors}
+    onp.savez(out, __meta__=onp.asarray(json.dumps(meta)), **arrays)
+
+
+def load_reference(path):
+    data = onp.load(path)
+    meta = json.loads(str(data["__meta__"]))
+    reference = {"draws": [(n, data[f"draws/{i}"]) for i, n in enumerate(meta["draw_names"])],
+                 "inits": [data[f"inits/{i}"] for i in range(meta["counts"]["inits"])],
+                 "orders": [data[f"orders/{i}"] for i in range(meta["counts"]["orders"])],
+                 "observed": [data[f"observed/{i}"] if kind == "array" else kind
+                              for i, kind in enumerate(meta["observed_kinds"])],
+                 "losses": meta["losses"], "errors": meta["errors"]}
+    return reference
+
+
+def replay(case, reference_path):
+    """Run ``case`` under hybrid.mxnet with MXNet's draws; returns the Tape."""
+    import hybrid.mxnet
+    hybrid.mxnet.install()
+    import mxnet as mx
+    from hybrid import autograd as hybrid_autograd
+    from hybrid._core import gradients
+    from hybrid.data import sampler as hybrid_sampler
+    from hybrid.parameter import Parameter
+    reference = load_reference(reference_path)
+    tape = Tape(reference)
+    _prepare_paths()
+
+    def on_draw(name, original, args, kwargs):
+        expected, values = tape.next("draws", name)
+        if _short(name) != expected or (values.shape != original(*args, **kwargs).shape):
+            raise RuntimeError(f"harness: draw {tape.cursor['draws'] - 1} is {_short(name)}, MXNet drew "
+                               f"{expected} of shape {values.shape}")
+        kind = mx.np.array if _short(name).startswith("np") else mx.nd.array
+        result = kind(values, dtype=values.dtype)
+        target = kwargs.get("out")
+        if target is not None:
+            target[:] = result
+            return target
+        return result
+    _wrap_samplers([mx.np.random, mx.nd.random, mx.random], on_draw)
+
+    init_now = Parameter._init_now
+
+    def replaying_init(self, initializer):
+        init_now(self, initializer)
+        values = tape.next("inits", f"parameter {self.name!r}")
+        if tuple(values.shape) != tuple(self.shape):
+            raise RuntimeError(f"harness: parameter {self.name!r} of shape {self.shape} is initialised where MXNet "
+                               f"initialised one of shape {values.shape}")
+        self.set_data(values)
+    Parameter._init_now = replaying_init
+
+    def replaying_iter(self):
+        return iter(tape.next("orders", "RandomSampler").tolist())
+    hybrid_sampler.RandomSampler.__iter__ = replaying_iter
+
+    backward = gradients.backward
+
+    def recording_backward(heads, *args, **kwargs):
+        head = heads[0] if isinstance(heads, (list, tuple)) else heads
+        tape.losses.append(float(onp.asarray(head).mean()))
+        return backward(heads, *args, **kwargs)
+    gradients.backward = hybrid_autograd.backward = recording_backward
+    _run(case, tape)
+    return tape
+
+
+def compare(tape, reference, rtol=1e-4, atol=1e-5):
+    """The differences between a replayed run and MXNet's: a list of strings (empty: they agree)."""
+    problems = [f"cell {i} raised under hybrid:\n{text}" for i, text in tape.errors
+                if not (isinstance(reference["observed"][i], str) and reference["observed"][i] == "error")]
+    for i, (mine, theirs) in enumerate(zip(tape.observed, reference["observed"])):
+        if isinstance(theirs, str):
+            if isinstance(mine, str) and mine != theirs and "error" in (mine, theirs):
+                problems.append(f"cell {i}: hybrid gave {mine}, MXNet {theirs}")
+            continue
+        if isinstance(mine, str):
+            problems.append(f"cell {i}: hybrid gave {mine}, MXNet an array of shape {theirs.shape}")
+            continue
+        if mine.shape != theirs.shape:
+            problems.append(f"cell {i}: shape {mine.shape}, MXNet {theirs.shape}")
+        elif not onp.allclose(mine.astype(onp.float64), theirs.astype(onp.float64), rtol=rtol, atol=atol):
+            problems.append(f"cell {i}: values differ, hybrid {mine.ravel()[:6]} MXNet {theirs.ravel()[:6]}")
+        elif mine.dtype != theirs.dtype and not (mine.dtype.kind == theirs.dtype.kind and {mine.dtype.itemsize,
+                                                                                           theirs.dtype.itemsize} == {4, 8}):
+            problems.append(f"cell {i}: dtype {mine.dtype}, MXNet {theirs.dtype}")
+    losses, expected = tape.losses, reference["losses"]
+    if len(losses) != len(expected):
+        problems.append(f"{len(losses)} backward() calls, MXNet made {len(expected)}")
+    for step, (mine, theirs) in enumerate(zip(losses, expected)):
+        if not onp.isclose(mine, theirs, rtol=rtol, atol=atol):
+            problems.append(f"backward {step}: loss {mine}, MXNet {theirs}")
+            break
+    return problems
+
+
+if __name__ == "__main__":
+    command, case, reference_file = sys.argv[1:4]
+    if command == "record":
+        record(case, reference_file)
+    else:
+        run = replay(case, reference_file)
+        print(json.dumps(compare(run, load_reference(reference_file)), indent=1))

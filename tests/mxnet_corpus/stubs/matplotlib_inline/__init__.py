@@ -1,0 +1,1 @@
+"""Headless stand-in for matplotlib_inline."""
