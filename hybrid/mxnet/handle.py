@@ -340,6 +340,11 @@ class NDArray:
         shape = "x".join(str(d) for d in self.shape)
         return f"\n{self.asnumpy()}\n<{type(self).__name__} {shape} @{self.context}>"
 
+    def __format__(self, spec: str) -> str:
+        if spec and self.size == 1:
+            return format(self._scalar().item(), spec)
+        return format(str(self), spec)
+
     def __getattr__(self, name: str) -> Any:
         """The value's method of that name (MXNet's operator methods included), returning handles."""
         if name.startswith("__"):

@@ -94,6 +94,9 @@ def _prepare_paths():
     matplotlib.use("Agg")
 
 
+_DRAWING = []
+
+
 def _wrap_samplers(modules, on_draw):
     for module in modules:
         for name in SAMPLERS:
@@ -102,7 +105,13 @@ def _wrap_samplers(modules, on_draw):
                 continue
 
             def sampler(*args, __original=original, __name=f"{module.__name__}.{name}", **kwargs):
-                return on_draw(__name, __original, args, kwargs)
+                if _DRAWING:  # a sampler calling another: one draw
+                    return __original(*args, **kwargs)
+                _DRAWING.append(__name)
+                try:
+                    return on_draw(__name, __original, args, kwargs)
+                finally:
+                    _DRAWING.pop()
             sampler._corpus = True
             setattr(module, name, sampler)
 

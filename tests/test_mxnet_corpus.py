@@ -1,0 +1,39 @@
+"""Real MXNet code, unchanged, under ``hybrid.mxnet.install()``: the corpus of ``tests/mxnet_corpus``.
+
+Each case (the MXNet cells of a d2l-en section, ...) runs in a fresh interpreter through the harness,
+which replays MXNet 1.9.1's random draws, parameter inits and data order from the case's reference, and
+must give MXNet's values for every cell and MXNet's loss at every ``backward()`` (rtol 1e-4).
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mxnet_corpus")
+CASES = sorted(os.path.relpath(p, CORPUS)[:-3] for p in glob.glob(os.path.join(CORPUS, "d2l", "*", "*.py")))
+
+
+def reference_of(case):
+    return os.path.join(CORPUS, "references", case.split("/", 1)[1].replace("/", "__") + ".npz")
+
+
+def test_every_case_has_an_mxnet_reference():
+    assert len(CASES) >= 7
+    missing = [c for c in CASES if not os.path.exists(reference_of(c))]
+    assert not missing, f"record them with MXNet: python harness.py record <case> <reference> ({missing})"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_case_runs_unchanged_and_gives_mxnets_numbers(case):
+    env = dict(os.environ, MPLBACKEND="Agg")
+    result = subprocess.run([sys.executable, os.path.join(CORPUS, "harness.py"), "replay",
+                             os.path.join(CORPUS, case + ".py"), reference_of(case)],
+                            capture_output=True, text=True, env=env, timeout=900, cwd=CORPUS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("["))
+    problems = json.loads("\n".join(lines[start:]))
+    assert problems == [], "\n".join(problems)
