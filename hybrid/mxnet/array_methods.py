@@ -11,6 +11,7 @@ gives ``jax.Array`` and JAX's tracers (hence hybrid's recorded values) these met
   MXNet's meaning: ``reshape`` with MXNet's codes (0, -2, -3, -4 on a non-empty array) or ``reverse=``,
   ``transpose(axes=...)``, reductions with ``exclude=``;
 - ``asnumpy``, ``asscalar``, ``context``/``ctx`` and ``as_in_context`` read as on an NDArray;
+- a write into the array a Parameter's ``data()`` returned (``p.data()[:] += 1``) writes the Parameter;
 - names that need a mutable array (``attach_grad``, ``grad``) raise :class:`ArrayMethodError` (an
   ``AttributeError``) saying what to write instead: a ``jax.Array`` is what hybrid's own API gives (a
   Parameter's ``data()``, a block's output inside ``hybrid_forward``); ``mx.nd``/``mx.np`` arrays are
@@ -153,6 +154,34 @@ def _set(cls: type, name: str, value: Any) -> None:
     setattr(cls, name, value)
 
 
+# id of an array a Parameter's data() returned -> that Parameter (checked by identity on use)
+_OWNERS: dict[int, Any] = {}
+
+
+def _reading_data(original: Callable) -> Callable:
+    def data(self: Any, *args: Any, **kwargs: Any) -> Any:
+        value = original(self, *args, **kwargs)
+        if type(value) is ArrayImpl:
+            if len(_OWNERS) > 4096:
+                _OWNERS.clear()
+            _OWNERS[id(value)] = self
+        return value
+    data.__doc__ = original.__doc__
+    return data
+
+
+def _setitem(self: Any, index: Any, value: Any) -> None:
+    """MXNet's ``p.data()[idx] = v``: a write into the array a Parameter's ``data()`` returned writes the
+    Parameter (other arrays are immutable: JAX's TypeError)."""
+    from .handle import unwrap, value_of
+    owner = _OWNERS.get(id(self))
+    if owner is None or owner.own_data is not self:
+        raise TypeError("this jax.Array is immutable (only the array a Parameter's data() returned writes its "
+                        "Parameter): write x = x.at[idx].set(v), or make a mutable array with mx.nd.array(x) / "
+                        "mx.np.array(x)")
+    owner.set_data(self.at[unwrap(index)].set(value_of(value)))
+
+
 def enabled() -> bool:
     """True while the MXNet methods are on JAX's array classes."""
     return bool(_saved)
@@ -178,6 +207,9 @@ def enable() -> None:
                             ("ctx", property(_context))):
             if not hasattr(cls, name):
                 _set(cls, name, value)
+    _set(ArrayImpl, "__setitem__", _setitem)
+    from ..parameter import Parameter
+    _set(Parameter, "data", _reading_data(Parameter.data))
 
 
 def disable() -> None:

@@ -101,12 +101,20 @@ def _is_view(index: Any) -> bool:
     return True
 
 
+def _index_part(part: Any) -> Any:
+    if isinstance(part, NDArray):
+        part = part.value
+        return part.astype(np.int32) if jnp.issubdtype(part.dtype, jnp.floating) else part  # MXNet takes floats
+    if type(part) is list and any(isinstance(p, NDArray) for p in part):
+        return jnp.asarray(unwrap(part))
+    return part
+
+
 def _index_value(index: Any) -> Any:
-    if isinstance(index, NDArray):
-        return index.value
+    """An index with handles replaced by their values (float index arrays as int32, as MXNet accepts them)."""
     if type(index) is tuple:
-        return tuple(i.value if isinstance(i, NDArray) else i for i in index)
-    return index
+        return tuple(_index_part(i) for i in index)
+    return _index_part(index)
 
 
 class NDArray:

@@ -19,6 +19,21 @@ SECTIONS = [
     "chapter_linear-regression/linear-regression-scratch",
     "chapter_linear-regression/linear-regression-concise",
     "chapter_linear-regression/weight-decay",
+    "chapter_linear-classification/image-classification-dataset",
+    "chapter_linear-classification/softmax-regression-scratch",
+    "chapter_linear-classification/softmax-regression-concise",
+    "chapter_multilayer-perceptrons/mlp-implementation",
+    "chapter_builders-guide/model-construction",
+    "chapter_builders-guide/parameters",
+    "chapter_builders-guide/init-param",
+    "chapter_builders-guide/lazy-init",
+    "chapter_builders-guide/custom-layer",
+    "chapter_builders-guide/read-write",
+    "chapter_convolutional-neural-networks/conv-layer",
+    "chapter_convolutional-neural-networks/padding-and-strides",
+    "chapter_convolutional-neural-networks/channels",
+    "chapter_convolutional-neural-networks/pooling",
+    "chapter_convolutional-neural-networks/lenet",
 ]
 HERE = os.path.dirname(os.path.abspath(__file__))
 CELL = re.compile(r"^```\{\.python \.input[^}]*\}\n(.*?)^```", re.S | re.M)

