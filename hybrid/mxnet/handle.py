@@ -18,6 +18,7 @@ see plain values.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, Callable
 
@@ -31,6 +32,11 @@ from .base import MXNetError
 from .context import Context, to_device
 
 __all__ = ["NDArray", "ndarray", "wrap", "unwrap", "handle_function", "value_of"]
+
+
+# methods of MXNet 1.x's NDArray whose meaning differs from jax.Array's (flatten keeps the first axis,
+# arg-reductions and sorts give float32): served by the MXNet operator of that name
+_MXNET_METHODS = frozenset(("flatten", "argmax", "argmin", "argsort", "sort", "topk"))
 
 
 class _ParamData:
@@ -357,7 +363,11 @@ class NDArray:
         """The value's method of that name (MXNet's operator methods included), returning handles."""
         if name.startswith("__"):
             raise AttributeError(name)
-        attribute = getattr(self.value, name)
+        if self._legacy and name in _MXNET_METHODS:  # MXNet 1.x's meaning where JAX's differs
+            from ..gluon1.ops import F
+            attribute = functools.partial(getattr(F, name), self.value)
+        else:
+            attribute = getattr(self.value, name)
         if not callable(attribute):
             return attribute
         cls = type(self)

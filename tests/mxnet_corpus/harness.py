@@ -2,6 +2,7 @@
 
     python harness.py record <case.py> <reference.npz>   # with MXNet's interpreter
     python harness.py replay <case.py> <reference.npz>   # with hybrid's; prints the comparison as JSON
+    python harness.py time <case.py> [alias]              # the second run's seconds (alias: under hybrid)
 
 A case is a file of cells separated by ``# %%`` lines; each cell runs in one namespace, and the value of a
 cell's last expression is *observed* (as a notebook shows it). The code is run unchanged; the harness only
@@ -94,7 +95,7 @@ def _exec_cells(cells, namespace, tape):
 
 def _prepare_paths():
     sys.path.insert(0, os.path.join(HERE, "d2l_package"))
-    sys.path.append(os.path.join(HERE, "stubs"))  # only where the real IPython / matplotlib_inline are absent
+    sys.path.insert(0, os.path.join(HERE, "stubs"))  # headless IPython.display: figures are not rendered
     import matplotlib
     matplotlib.use("Agg")
 
@@ -339,8 +340,33 @@ def compare(tape, reference, rtol=1e-4, atol=1e-5):
     return problems
 
 
+def warm_time(case, alias):
+    """Seconds of the case's second run in this process (the first compiles, fills caches, imports)."""
+    import time
+    if alias:
+        import hybrid.mxnet
+        hybrid.mxnet.install()
+    import mxnet as mx
+    _prepare_paths()
+    _install_data_shim(mx)
+    seconds = []
+    for _ in range(2):
+        tape = Tape()
+        start = time.perf_counter()
+        _run(case, tape)
+        mx.nd.waitall()
+        seconds.append(time.perf_counter() - start)
+        if tape.errors:
+            raise RuntimeError(f"{case}: cell {tape.errors[0][0]} raised:\n{tape.errors[0][1]}")
+    return seconds[1]
+
+
 if __name__ == "__main__":
-    command, case, reference_file = sys.argv[1:4]
+    command, case = sys.argv[1:3]
+    if command == "time":
+        print(json.dumps({"seconds": warm_time(case, alias=sys.argv[3:4] == ["alias"])}))
+        sys.exit(0)
+    reference_file = sys.argv[3]
     if command == "record":
         record(case, reference_file)
     else:

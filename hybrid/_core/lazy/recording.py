@@ -224,7 +224,8 @@ class Recording:
     def free(self, head_slots: Sequence[int]) -> None:
         """Free the graph of the values ``head_slots`` (a backward without ``retain_graph``): they cannot be
         differentiated again, and the values computed on the way become constants for later gradients,
-        as in MXNet. Values reached only through a ``stop_gradient`` (``detach()``) keep their graph. Tape inputs (parameters, arrays from outside) stay differentiable."""
+        as in MXNet. Values reached only through a ``stop_gradient`` (``detach()``) keep their graph. Tape
+        inputs (parameters, arrays from outside) stay differentiable."""
         self.freed_heads.append(list(head_slots))
 
     def freed(self) -> set[int]:
