@@ -37,6 +37,20 @@ class UpdateProgram(NamedTuple):
     guard: Any
 
 
+# MXNet's one-process key-value stores: with any of them (a name, or a store such as mx.kv.create('device')),
+# the Trainer's own compiled update is what MXNet's store would compute on one process
+_ONE_PROCESS_STORES = frozenset({"local", "device", "local_update_cpu", "local_allreduce_cpu",
+                                 "local_allreduce_device", "nccl"})
+
+
+def _one_process_store(kvstore: Any) -> bool:
+    """Whether ``kvstore`` (None, a store's name or a store with a ``type``) names a one-process store."""
+    if kvstore is None:
+        return True
+    name = kvstore if isinstance(kvstore, str) else getattr(kvstore, "type", None)
+    return isinstance(name, str) and name.lower() in _ONE_PROCESS_STORES
+
+
 _LR_MULT = operator.attrgetter("lr_mult")
 _WD_MULT = operator.attrgetter("wd_mult")
 
@@ -48,6 +62,9 @@ class Trainer:
         params: dict (e.g. ``net.collect_params()``) or list of Parameters.
         optimizer: a registered name (``'sgd'``, ``'adam'``) or an Optimizer instance.
         optimizer_params: keyword arguments for the optimizer when given by name.
+        kvstore: Gluon's key-value store, a name (``'device'``, ``'local'``, ...) or a store
+            (``mx.kv.create('device')``). One-process stores change nothing: the update is this
+            Trainer's compiled program, not the store's. Any other value warns (see ``devices``).
         devices: train on several devices: a device count, a list of ``jax.Device`` or a
             ``Mesh`` (see ``hybrid.distributed.make_mesh``). Parameters and optimizer states
             are placed on the mesh (replicated unless ``sharding_rules`` split them); feed
@@ -72,7 +89,7 @@ class Trainer:
                  kvstore: Any = None, compression_params: Any = None, update_on_kvstore: Any = None,
                  devices: Any = None, mesh: Any = None, sharding_rules: ShardingRules | list | None = None,
                  keep_grads: bool = True):
-        if kvstore not in (None, "device", "local"):
+        if not _one_process_store(kvstore):
             _compat.ignored_argument("Trainer", "kvstore", kvstore, "gradients are reduced by XLA's collectives "
                                      "over the devices of the mesh; see docs/distributed.md")
         if update_on_kvstore is not None:
