@@ -103,6 +103,8 @@ def test_a_scratch_step_is_one_program_and_matches_jax_grad():
     np.testing.assert_allclose(w.asnumpy(), params[0], rtol=1e-5)
     flushes = hybrid_autograd.stats.flushes
     step()
+    from hybrid._core.lazy import LazyArray
+    assert type(w._source.param.own_data) is LazyArray  # the in-place update is staged with the step
     float(w.asnumpy()[0, 0])
     assert hybrid_autograd.stats.flushes - flushes == 1  # forward, backward and the in-place updates: one program
 

@@ -27,11 +27,34 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import autograd as _autograd
+from .._core import scopes as _scopes
+from .._core.lazy import LazyArray
 from ..parameter import Parameter
 from .base import MXNetError
 from .context import Context, to_device
 
 __all__ = ["NDArray", "ndarray", "wrap", "unwrap", "handle_function", "value_of"]
+
+
+def _live_tape(values: Any) -> Any:
+    """The recording a value among ``values`` belongs to, when it is still open and ``record()`` is not
+    active: work on it is staged there too, so that an update written after ``backward()`` (``p[:] = p -
+    lr * p.grad``) runs in the step's one program instead of forcing the recording first."""
+    for value in values:
+        if type(value) is LazyArray and not value._tape.released and not _autograd.is_recording():
+            return value._tape
+    return None
+
+
+def _computed(fn: Callable, args: tuple, kwargs: dict | None = None) -> Any:
+    """``fn(*args, **kwargs)``, staged on the open recording of a lazy argument (see :func:`_live_tape`)."""
+    tape = _live_tape(args)
+    if tape is None and kwargs:
+        tape = _live_tape(kwargs.values())
+    if tape is None:
+        return fn(*args, **(kwargs or {}))
+    with _scopes.recording_on(tape):
+        return fn(*args, **(kwargs or {}))
 
 
 # methods of MXNet 1.x's NDArray whose meaning differs from jax.Array's (flatten keeps the first axis,
@@ -155,8 +178,9 @@ class NDArray:
     def _fitted(self, value: Any) -> Any:
         """``value`` broadcast to this handle's shape in its dtype (what a full write stores)."""
         current = self.value
-        value = jnp.asarray(value, dtype=current.dtype)
-        return value if value.shape == current.shape else jnp.broadcast_to(value, current.shape)
+        if getattr(value, "dtype", None) == current.dtype and getattr(value, "shape", None) == current.shape:
+            return value
+        return _computed(lambda v: jnp.broadcast_to(jnp.asarray(v, dtype=current.dtype), current.shape), (value,))
 
     def __jax_array__(self) -> Any:
         return self.value
@@ -347,7 +371,8 @@ class NDArray:
             self._assign(self._fitted(value))
             return
         current = self.value
-        self._assign(current.at[_index_value(index)].set(jnp.asarray(value, dtype=current.dtype)))
+        self._assign(_computed(lambda c, v: c.at[_index_value(index)].set(jnp.asarray(v, dtype=c.dtype)),
+                               (current, value)))
 
     # -- display ----------------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -373,7 +398,10 @@ class NDArray:
         cls = type(self)
 
         def method(*args: Any, **kwargs: Any) -> Any:
-            return wrap(attribute(*unwrap(args), **unwrap(kwargs)), cls)
+            # the value leads the arguments so that _computed finds its recording
+            result = _computed(lambda _, *a, **k: attribute(*a, **k), (self.value,) + unwrap(args),
+                               unwrap(kwargs) if kwargs else None)
+            return wrap(result, cls)
         method.__name__ = name
         return method
 
@@ -441,7 +469,7 @@ def handle_function(fn: Callable, cls: type = NDArray, name: str | None = None) 
     """``fn`` taking handles or arrays and returning handles of ``cls``; ``out=`` (a handle) receives the
     result, as in MXNet."""
     def call(*args: Any, out: Any = None, **kwargs: Any) -> Any:
-        result = wrap(fn(*unwrap(args), **unwrap(kwargs)), cls)
+        result = wrap(_computed(fn, unwrap(args), unwrap(kwargs) if kwargs else None), cls)
         if out is None:
             return result
         if isinstance(out, NDArray):
@@ -462,7 +490,10 @@ def _binary(op: Callable, name: str, reflected: bool = False, comparison: bool =
         elif not isinstance(other, (jax.Array, int, float, bool, complex, np.ndarray, np.generic)):
             return NotImplemented
         value = self.value
-        result = op(other, value) if reflected else op(value, other)
+        if type(value) is LazyArray or type(other) is LazyArray:
+            result = _computed(op, (other, value) if reflected else (value, other))
+        else:
+            result = op(other, value) if reflected else op(value, other)
         if self._legacy and result.dtype != value.dtype and (comparison or value.dtype != np.bool_):
             result = result.astype(value.dtype)  # MXNet 1.x keeps the left operand's dtype
         return type(self)(result)
@@ -473,7 +504,7 @@ def _binary(op: Callable, name: str, reflected: bool = False, comparison: bool =
 def _inplace(op: Callable, name: str) -> Callable:
     def method(self: NDArray, other: Any) -> NDArray:
         value = self.value
-        self._assign(op(value, value_of(other)).astype(value.dtype))
+        self._assign(_computed(lambda a, b: op(a, b).astype(a.dtype), (value, value_of(other))))
         return self
     method.__name__ = name
     return method
@@ -481,7 +512,7 @@ def _inplace(op: Callable, name: str) -> Callable:
 
 def _unary(op: Callable, name: str) -> Callable:
     def method(self: NDArray) -> NDArray:
-        return type(self)(op(self.value))
+        return type(self)(_computed(op, (self.value,)))
     method.__name__ = name
     return method
 
