@@ -24,7 +24,7 @@ _SUBMODULES = {
     "random": "random", "base": "base", "metric": "metric", "optimizer": "optimizer",
     "lr_scheduler": "lr_scheduler", "ops": "ops", "operator": "operator", "array_methods": "array_methods",
     "recordio": "recordio", "np": "numpy", "numpy": "numpy", "npx": "numpy_extension",
-    "numpy_extension": "numpy_extension", "handle": "handle", "image": "image",
+    "numpy_extension": "numpy_extension", "handle": "handle", "image": "image", "io": "io",
     "kv": "kvstore", "kvstore": "kvstore", "profiler": "profiler", "test_utils": "test_utils",
 }
 # attribute -> (submodule, name in it)
