@@ -327,3 +327,20 @@ def processes() -> dict[int, tuple[int, str, str]]:
         fields = stat[stat.rindex(")") + 2:].split()
         table[int(entry)] = (int(fields[1]), fields[0], cmdline)
     return table
+
+
+def fixture_module(folder: str, name: str = "cases"):
+    """The module ``tests/fixtures/<folder>/<name>.py``, loaded under a name of its own (the folders' shared
+    ``cases.py`` would otherwise collide in ``sys.modules``); its folder is importable while it loads, for
+    the helpers beside it."""
+    import importlib.util
+    import sys
+    directory = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", folder)
+    spec = importlib.util.spec_from_file_location(f"fixtures_{folder}_{name}", os.path.join(directory, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, directory)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(directory)
+    return module

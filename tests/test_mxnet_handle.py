@@ -5,7 +5,6 @@ The programs are ``fixtures/mxnet_handle/cases.py``; MXNet's results were saved 
 """
 import json
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -15,10 +14,10 @@ import pytest
 import hybrid.mxnet as mx
 from hybrid import autograd as hybrid_autograd
 from hybrid.mxnet import autograd, nd
+from helpers import fixture_module
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "mxnet_handle")
-sys.path.insert(0, HERE)
-import cases  # noqa: E402
+cases = fixture_module("mxnet_handle")
 
 ARRAYS = np.load(os.path.join(HERE, "results.npz"))
 with open(os.path.join(HERE, "results.json")) as f:

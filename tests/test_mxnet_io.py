@@ -8,17 +8,16 @@ import gzip
 import json
 import os
 import struct
-import sys
 import threading
 
 import numpy as np
 import pytest
 
 import hybrid.mxnet as mx
+from helpers import fixture_module
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "mxnet_io")
-sys.path.insert(0, HERE)
-import cases  # noqa: E402
+cases = fixture_module("mxnet_io")
 
 ARRAYS = np.load(os.path.join(HERE, "results.npz"))
 with open(os.path.join(HERE, "results.json")) as f:

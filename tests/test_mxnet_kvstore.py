@@ -17,11 +17,11 @@ import hybrid.mxnet as mx
 from hybrid._core import compat as _compat
 from hybrid.mxnet import gluon, nd
 from hybrid.mxnet.base import MXNetError
+from helpers import fixture_module
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "mxnet_kvstore")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, HERE)
-import cases  # noqa: E402
+cases = fixture_module("mxnet_kvstore")
 
 ARRAYS = np.load(os.path.join(HERE, "results.npz"))
 with open(os.path.join(HERE, "results.json")) as f:

@@ -4,7 +4,6 @@ import gzip
 import os
 import socket
 import struct
-import sys
 import zipfile
 
 import jax
@@ -15,11 +14,11 @@ import pytest
 import hybrid.mxnet as mx
 from hybrid.mxnet import nd
 from hybrid.mxnet.handle import NDArray
+from helpers import fixture_module
+from test_mxnet_kvstore import compare_with_mxnet
 
 tu = mx.test_utils
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "mxnet_kvstore"))
-import cases  # noqa: E402
-from test_mxnet_kvstore import compare_with_mxnet  # noqa: E402
+cases = fixture_module("mxnet_kvstore")
 
 
 @pytest.mark.parametrize("case", ["default_tolerances", "comparisons"])
