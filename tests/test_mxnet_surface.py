@@ -291,3 +291,46 @@ def test_dotted_imports_reach_below_a_module_outside_the_alias():
             print('OK')
     """)
     _prints_ok(script)
+
+
+def test_a_script_logging_at_debug_gets_no_line_per_step():
+    """MXNet's examples call logging.basicConfig(level=logging.DEBUG): after the first steps (which compile
+    and may log that), a training step logs nothing, from hybrid or from JAX."""
+    _prints_ok(textwrap.dedent("""
+        import logging
+        logging.basicConfig(level=logging.DEBUG)
+        records = []
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                records.append(record.name)
+        logging.getLogger().addHandler(Keep())
+        import hybrid.mxnet as mx
+        from hybrid.mxnet import autograd, gluon, nd
+        from hybrid.mxnet.gluon import nn
+        net = nn.HybridSequential()
+        net.add(nn.Dense(8, activation="relu"), nn.Dense(1))
+        net.initialize()
+        net.hybridize()
+        trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+        l2 = gluon.loss.L2Loss()
+        x, y = nd.ones((4, 3)), nd.zeros((4, 1))
+        w = nd.ones((3, 1))
+        w.attach_grad()
+
+        def step():
+            with autograd.record():
+                loss = l2(net(x), y) + (nd.dot(x, w) ** 2).mean()
+            loss.backward()
+            trainer.step(4)
+            w[:] = w - 0.1 * w.grad
+            return float(loss.mean().asscalar())
+        for _ in range(3):
+            step()
+        assert any(name.startswith("hybrid") for name in records), records  # the compiles were logged
+        before = len(records)
+        for _ in range(5):
+            step()
+        assert records[before:] == [], records[before:]
+        print("OK")
+    """))

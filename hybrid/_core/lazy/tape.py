@@ -27,6 +27,9 @@ from .slots import Group, SlotRegistry
 from .trace import LazyArray, LazyTrace
 
 log = logging.getLogger("hybrid.lazy")
+# the level of the line logged per run of a recorded program: below DEBUG, so that a script logging at DEBUG
+# (MXNet's examples call logging.basicConfig(level=logging.DEBUG)) gets no line per step
+RUN_LEVEL = 5
 
 
 def _identity(value: Any) -> list:
@@ -330,9 +333,9 @@ class Tape:
         top_level = type(self.parent) is core.EvalTrace  # else part of a program being traced (hybrid.compile)
         program = entry.run if top_level else entry.nested
         Stats.flushes += 1
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("running a recorded program: %d nodes, %d values computed, %d writes, %d buffers reused",
-                      len(recording.nodes), len(set(requested)), len(write_cells), len(donate))
+        if log.isEnabledFor(RUN_LEVEL):
+            log.log(RUN_LEVEL, "running a recorded program: %d nodes, %d values computed, %d writes, %d buffers "
+                    "reused", len(recording.nodes), len(set(requested)), len(write_cells), len(donate))
         values = slots.input_values
         if donate:
             given = [values[i] for i in donate]
