@@ -37,3 +37,12 @@ def test_case_runs_unchanged_and_gives_mxnets_numbers(case):
     start = max(i for i, line in enumerate(lines) if line.startswith("["))
     problems = json.loads("\n".join(lines[start:]))
     assert problems == [], "\n".join(problems)
+
+
+def test_the_alias_page_lists_every_case():
+    """docs/mxnet-alias.md's corpus table is written by tests/mxnet_corpus/report.py: it must name each case."""
+    with open(os.path.join(CORPUS, "..", "..", "docs", "mxnet-alias.md")) as f:
+        text = f.read()
+    table = text[text.index("<!-- corpus table"):text.index("<!-- end of corpus table -->")]
+    listed = sorted("d2l/" + line.split("`")[1] for line in table.splitlines() if line.startswith("| d2l-en"))
+    assert listed == CASES, "run python tests/mxnet_corpus/report.py"
