@@ -114,6 +114,9 @@ BENCHMARKS = {b.name: b for b in [
     Benchmark("deployment-flips", "probe_deployment_flips.py", "one-bit flips of a forged deployment file: "
               "refused or loaded in bounded time, no process left behind",
               "every load <= 30 s, none left behind (issue 31)", writes="out"),
+    Benchmark("mxnet-alias", "bench_mxnet_alias.py", "the MXNet alias: eager handle operations against "
+              "jax.numpy, a scratch step on handles against the Gluon loop, the corpus beside MXNet 1.9.1",
+              "handle op <= 1.2x jnp; scratch step <= 1.3x and no more programs (issue 41)", results=""),
 ]}
 
 

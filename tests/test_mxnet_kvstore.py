@@ -22,6 +22,7 @@ from helpers import fixture_module
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "mxnet_kvstore")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cases = fixture_module("mxnet_kvstore")
+compare_with_mxnet = fixture_module("mxnet_kvstore", "compare").compare_with_mxnet
 
 ARRAYS = np.load(os.path.join(HERE, "results.npz"))
 with open(os.path.join(HERE, "results.json")) as f:
@@ -29,20 +30,6 @@ with open(os.path.join(HERE, "results.json")) as f:
 
 KVSTORE_CASES = ["push_pull_sums", "string_keys_and_casts", "errors", "sgd_fixed_lr", "sgd_momentum_wd_rescale",
                  "sgd_clip", "adam", "custom_updater", "optimizer_states_round_trip"]
-
-
-def compare_with_mxnet(case, results, rtol=1e-6):
-    expected_names = {k.split("/", 1)[1] for k in list(ARRAYS.files) + list(SCALARS) if k.startswith(case + "/")}
-    assert set(results) == expected_names
-    for name, value in results.items():
-        key = f"{case}/{name}"
-        if key in ARRAYS.files:
-            expected = ARRAYS[key]
-            assert isinstance(value, np.ndarray), key
-            assert value.dtype == expected.dtype and value.shape == expected.shape, (key, value.dtype, value.shape)
-            np.testing.assert_allclose(value, expected, rtol=rtol, atol=1e-7, err_msg=key)
-        else:
-            assert value == SCALARS[key], (key, value, SCALARS[key])
 
 
 @pytest.mark.parametrize("case", KVSTORE_CASES)

@@ -15,10 +15,10 @@ import hybrid.mxnet as mx
 from hybrid.mxnet import nd
 from hybrid.mxnet.handle import NDArray
 from helpers import fixture_module
-from test_mxnet_kvstore import compare_with_mxnet
 
 tu = mx.test_utils
 cases = fixture_module("mxnet_kvstore")
+compare_with_mxnet = fixture_module("mxnet_kvstore", "compare").compare_with_mxnet
 
 
 @pytest.mark.parametrize("case", ["default_tolerances", "comparisons"])
