@@ -159,7 +159,25 @@ class DataIter:
 
 
 # -- wrappers ------------------------------------------------------------------------------------------------
-class ResizeIter(DataIter):
+class _BatchHolder(DataIter):
+    """An iterator whose ``iter_next`` sets ``current_batch``; the getters read it."""
+
+    current_batch: Any = None
+
+    def getdata(self) -> Any:
+        return self.current_batch.data
+
+    def getlabel(self) -> Any:
+        return self.current_batch.label
+
+    def getindex(self) -> np.ndarray | None:
+        return self.current_batch.index
+
+    def getpad(self) -> int | None:
+        return self.current_batch.pad
+
+
+class ResizeIter(_BatchHolder):
     """``data_iter`` resized to ``size`` batches an epoch: it restarts ``data_iter`` when that runs out, and
     ``reset`` resets it too unless ``reset_internal=False``."""
 
@@ -194,18 +212,6 @@ class ResizeIter(DataIter):
         self.cur += 1
         return True
 
-    def getdata(self) -> Any:
-        return self.current_batch.data
-
-    def getlabel(self) -> Any:
-        return self.current_batch.label
-
-    def getindex(self) -> np.ndarray | None:
-        return self.current_batch.index
-
-    def getpad(self) -> int | None:
-        return self.current_batch.pad
-
 
 def _fetch(data_iter: DataIter) -> DataBatch | None:
     try:
@@ -227,7 +233,7 @@ def _renamed(descs: list, renames: dict | None, argument: str) -> list[DataDesc]
     return out
 
 
-class PrefetchingIter(DataIter):
+class PrefetchingIter(_BatchHolder):
     """Reads the next batch of each of ``iters`` in a background thread while the current one is used.
 
     A batch joins the batches of all ``iters`` (their data lists, then their label lists; the pad and index of
@@ -305,18 +311,6 @@ class PrefetchingIter(DataIter):
         if self.iter_next():
             return self.current_batch
         raise StopIteration
-
-    def getdata(self) -> Any:
-        return self.current_batch.data
-
-    def getlabel(self) -> Any:
-        return self.current_batch.label
-
-    def getindex(self) -> np.ndarray | None:
-        return self.current_batch.index
-
-    def getpad(self) -> int | None:
-        return self.current_batch.pad
 
 
 # -- NDArrayIter ---------------------------------------------------------------------------------------------
