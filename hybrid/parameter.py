@@ -463,9 +463,8 @@ class Parameter(Watched):
         its freshness. Raises RuntimeError for ``grad_req='null'``."""
         if self._grad_req == "null":
             raise RuntimeError(f"Parameter {self._name!r} has grad_req='null' and no gradient")
-        if self._data is None:
-            self.data()  # raises the right uninitialised error
-        value = jnp.broadcast_to(jnp.asarray(value, dtype=self._dtype), self._data.shape)
+        data = self._data if self._data is not None else self.data()  # data() raises the uninitialised error
+        value = jnp.broadcast_to(jnp.asarray(value, dtype=self._dtype), data.shape)
         _context.current().store.write_cell(Cell(GRAD, self), self._stored_grad, self._set_grad, value)
 
     def _kept_grad(self) -> Any:
