@@ -10,6 +10,8 @@ An iterator yields :class:`DataBatch` es whose ``data`` and ``label`` are lists 
   in the last bit for about one number in twenty), ``round_batch`` wraps to the start and the next epoch goes
   on from there, and MNISTIter's shuffle is the ``std::shuffle`` over ``std::mt19937(seed)`` MXNet does;
 - :class:`ResizeIter` and :class:`PrefetchingIter` wrap other iterators.
+- :class:`ImageRecordIter` (and MXNet's other names for it) decodes and augments the images of an image
+  RecordIO file; it lives in :mod:`hybrid.mxnet.image_record_iter`.
 
 File iterators read their whole file at construction (MXNet streams it); their batches are fresh arrays
 (MXNet's are buffers that a later batch may overwrite).
@@ -32,7 +34,8 @@ import numpy as np
 from .handle import NDArray
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "PrefetchingIter", "NDArrayIter", "MXDataIter",
-           "CSVIter", "MNISTIter"]
+           "CSVIter", "MNISTIter", "ImageRecordIter", "ImageRecordUInt8Iter", "ImageRecordInt8Iter",
+           "ImageRecordIter_v1", "ImageRecordUInt8Iter_v1"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -955,3 +958,7 @@ class MNISTIter(MXDataIter):
 
     def _rewind(self) -> None:
         self._position = 0
+
+
+from .image_record_iter import (ImageRecordInt8Iter, ImageRecordIter, ImageRecordIter_v1,  # noqa: E402
+                                ImageRecordUInt8Iter, ImageRecordUInt8Iter_v1)
