@@ -138,6 +138,7 @@ def test_random_augmentation_is_reproducible_for_a_seed_whatever_the_threads():
         for (d1, l1, i1, p1), (d2, l2, i2, p2) in zip(epoch, epoch_again):
             np.testing.assert_array_equal(d1, d2)
             np.testing.assert_array_equal(l1, l2)
+            np.testing.assert_array_equal(i1, i2)
             assert p1 == p2
     assert not np.array_equal(flat[0], np.concatenate([b[0] for b in other[0]]))
     # the second epoch draws anew: the same records, other crops

@@ -83,6 +83,75 @@ class _Params:
     Raises TypeError for an unknown or missing argument, ValueError for a bad value (each names it).
     """
 
+    # the arguments, as MXNet names them
+    label_width: int
+    preprocess_threads: int
+    num_parts: int
+    part_index: int
+    device_id: int
+    shuffle_chunk_size: int
+    shuffle_chunk_seed: int
+    seed: int
+    batch_size: int
+    prefetch_buffer: int
+    resize: int
+    max_rotate_angle: int
+    max_crop_size: int
+    min_crop_size: int
+    random_h: int
+    random_s: int
+    random_l: int
+    rotate: int
+    fill_value: int
+    inter_method: int
+    pad: int
+    verbose: bool
+    shuffle: bool
+    round_batch: bool
+    rand_crop: bool
+    random_resized_crop: bool
+    mirror: bool
+    rand_mirror: bool
+    max_aspect_ratio: float
+    max_shear_ratio: float
+    max_random_scale: float
+    min_random_scale: float
+    max_random_area: float
+    min_random_area: float
+    max_img_size: float
+    min_img_size: float
+    brightness: float
+    contrast: float
+    saturation: float
+    pca_noise: float
+    mean_r: float
+    mean_g: float
+    mean_b: float
+    mean_a: float
+    std_r: float
+    std_g: float
+    std_b: float
+    std_a: float
+    scale: float
+    max_random_contrast: float
+    max_random_illumination: float
+    path_imglist: str
+    path_imgrec: str
+    path_imgidx: str
+    aug_seq: str
+    ctx: str
+    rotate_list: str
+    mean_img: str
+    data_name: str
+    label_name: str
+    dtype: str | None
+    min_aspect_ratio: float | None
+    seed_aug: int | None
+    data_shape: tuple[int, int, int]
+    np_dtype: np.dtype
+    rotations: list[int]
+    aspect: tuple[float, float]
+
     def __init__(self, who: str, kwargs: dict[str, Any], defaults: dict[str, Any]):
         unknown = sorted(set(kwargs) - set(_DEFAULTS))
         if unknown:
@@ -596,7 +665,8 @@ class ImageRecordIter(MXDataIter):
         """The records of the next batch and its pad, as MXNet's parser takes them; None at the epoch's end."""
         if self._overflow:
             return None
-        size, rows, pad, wrapped = self._params.batch_size, [], 0, False
+        size, pad, wrapped = self._params.batch_size, 0, False
+        rows: list[int] = []
         while len(rows) < size:
             if self._cursor < len(self._order):
                 take = self._order[self._cursor:self._cursor + size - len(rows)]
