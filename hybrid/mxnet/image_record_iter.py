@@ -18,6 +18,7 @@ import concurrent.futures
 import logging
 import math
 import os
+import weakref
 from typing import Any
 
 import numpy as np
@@ -628,6 +629,7 @@ class ImageRecordIter(MXDataIter):
         labels = _label_list(p) if p.path_imglist else None
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=p.preprocess_threads,
                                                            thread_name_prefix=p.who)
+        weakref.finalize(self, self._pool.shutdown, wait=False, cancel_futures=True)
         self._decoder = _Decoder(p, labels, None)
         self._aug_seed = (p.seed if p.seed_aug is None else p.seed_aug) % 2 ** 32
         self._drawn = 0          # images decoded so far: each gets its own random stream
@@ -738,11 +740,6 @@ class ImageRecordIter(MXDataIter):
             self._overflow = False     # go on after the images that filled the last batch
         else:
             self._new_pass()
-
-    def __del__(self) -> None:
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
 
     # -- mean image ------------------------------------------------------------------------------------------
     def _mean_image(self) -> np.ndarray:
