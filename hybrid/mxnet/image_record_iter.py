@@ -1,4 +1,5 @@
-"""``mx.io.ImageRecordIter``: batches of decoded and augmented images read from an MXNet image RecordIO file.
+"""The batches of ``mx.io.ImageRecordIter``: decoded and augmented images read from an MXNet image RecordIO
+file.
 
 The records are those ``im2rec.py`` and ``mx.recordio.pack_img`` write: MXNet's 24-byte header (its label,
 or ``flag`` float32 labels after it) and an encoded image. As MXNet 1.9.1's iterator does, each record is
@@ -24,10 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..recordio import MXRecordIO, RecordIOError, unpack
-from .io import MXDataIter
 
-__all__ = ["ImageRecordIter", "ImageRecordUInt8Iter", "ImageRecordInt8Iter", "ImageRecordIter_v1",
-           "ImageRecordUInt8Iter_v1"]
+__all__ = ["RecordBatches"]
 
 _LOG = logging.getLogger(__name__)
 _RAND_MAGIC = 111   # MXNet seeds its shuffles with 111 + seed
@@ -581,42 +580,17 @@ class _Decoder:
 _Plan = collections.namedtuple("_Plan", ["positions", "pad", "seeds"])
 
 
-class ImageRecordIter(MXDataIter):
-    """Batches of images from an MXNet image RecordIO file, as MXNet 1.9.1's ``mx.io.ImageRecordIter``.
+class RecordBatches:
+    """The batches of an image record file as MXNet's ``ImageRecordIter`` makes them (the order, the pads, the
+    decoded images), for :class:`hybrid.mxnet.io.ImageRecordIter`.
 
-    Keyword arguments only, with MXNet's names and defaults. The main ones:
-
-    - ``path_imgrec`` (the .rec file), ``path_imgidx`` (its .idx: needed for a shuffle in MXNet's
-      indexed order), ``path_imglist`` (labels by image index from a .lst file instead of the records');
-    - ``data_shape`` (C, H, W) with C 1 (grey), 3 (RGB) or 4 (RGBA), ``batch_size``, ``label_width``;
-    - ``shuffle``, ``seed`` (MXNet's order for each seed), ``round_batch``, ``num_parts``/``part_index``;
-    - augmentation: ``resize`` (shorter side), ``rand_crop``, ``rand_mirror``, ``mirror``, ``pad`` and
-      ``fill_value``, ``inter_method``, ``max_crop_size``/``min_crop_size``, ``random_resized_crop`` with
-      ``min/max_random_area`` and ``min/max_aspect_ratio``, ``min/max_random_scale``, ``max_rotate_angle``,
-      ``rotate``, ``max_shear_ratio``, ``min/max_img_size``, ``brightness``, ``contrast``, ``saturation``,
-      ``random_h/s/l``, ``pca_noise``; ``seed_aug`` (default: ``seed``) seeds the random ones;
-    - normalisation: ``mean_r/g/b/a``, ``std_r/g/b/a``, ``scale``, ``mean_img`` (an NDArray file of a
-      (C, H, W) mean; computed over the data and saved there when missing), ``max_random_contrast``,
-      ``max_random_illumination``; ``dtype`` 'float32' (default), 'uint8' (the pixels) or 'int8';
-    - ``preprocess_threads`` (decoding threads), ``prefetch_buffer`` (batches decoded ahead),
-      ``data_name``, ``label_name``.
-
-    A batch's data is (batch_size,) + data_shape, its label float32 (batch_size, label_width), or
-    (batch_size,) for label_width 1; ``getindex()`` gives the records' image ids.
-
-    Raises TypeError for positional, unknown or missing arguments, ValueError for a bad value, a record whose
-    labels do not match ``label_width``, or fewer images than a padded batch needs, FileNotFoundError for a
-    missing file and RecordIOError for a damaged one (each names the file).
+    ``who`` names the iterator in errors; ``kwargs`` are its arguments, over ``defaults`` (the dtype of
+    MXNet's uint8 and int8 iterators). ``read()`` gives the next batch as (data, label, pad, index) or None at
+    the end of the epoch; ``rewind()`` starts the next epoch. Raises as ``ImageRecordIter`` documents.
     """
 
-    _who = "ImageRecordIter"
-    _defaults: dict[str, Any] = {}
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        if args:
-            raise TypeError(f"{self._who} takes keyword arguments only (path_imgrec=..., data_shape=..., "
-                            f"batch_size=...)")
-        p = self._params = _Params(self._who, kwargs, self._defaults)
+    def __init__(self, who: str, kwargs: dict[str, Any], defaults: dict[str, Any]):
+        p = self.params = self._params = _Params(who, kwargs, defaults)
         _check_file(p.path_imgrec, "path_imgrec", p.who)
         size = os.path.getsize(p.path_imgrec)
         if p.path_imgidx:
@@ -645,7 +619,6 @@ class ImageRecordIter(MXDataIter):
         if p.np_dtype != np.uint8 and p.mean_img:
             self._decoder.mean = self._mean_image()
         self._new_pass()
-        super().__init__(p.data_name, p.label_name)
 
     # -- order of the records ----------------------------------------------------------------------------
     def _new_pass(self) -> None:
@@ -703,8 +676,10 @@ class ImageRecordIter(MXDataIter):
                                                                                               plan.seeds)]
             self._pending.append((state, plan, futures))
 
-    # -- MXDataIter's hooks --------------------------------------------------------------------------------
-    def _read(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray] | None:
+    # -- batches ---------------------------------------------------------------------------------------------
+    def read(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray] | None:
+        """The next batch: (batch_size,) + data_shape data, float32 labels, its pad and the image ids (uint64);
+        None at the end of the epoch."""
         self._submit()
         if not self._pending:
             return None
@@ -728,7 +703,8 @@ class ImageRecordIter(MXDataIter):
         out_label = label.reshape(-1) if p.label_width == 1 else label
         return data.copy(), out_label.copy(), plan.pad, index.copy()
 
-    def _rewind(self) -> None:
+    def rewind(self) -> None:
+        """Start the next epoch: after a padded last batch, go on from the images that filled it."""
         if self._pending:   # batches decoded ahead are dropped: the order goes back to after the last one read
             state = self._pending[0][0]
             for _, _, futures in self._pending:
@@ -768,32 +744,3 @@ class ImageRecordIter(MXDataIter):
         if self._shuffler is not None and p.path_imgidx:   # MXNet's reader went once over the data: reshuffled
             self._shuffler.permutation(len(self._offsets))
         return mean
-
-
-class ImageRecordUInt8Iter(ImageRecordIter):
-    """:class:`ImageRecordIter` with ``dtype='uint8'``: the pixels, not normalised (MXNet's deprecated name)."""
-
-    _who = "ImageRecordUInt8Iter"
-    _defaults = {"dtype": "uint8"}
-
-
-class ImageRecordInt8Iter(ImageRecordIter):
-    """:class:`ImageRecordIter` with ``dtype='int8'``: pixels minus the rounded mean, saturated (MXNet's
-    deprecated name)."""
-
-    _who = "ImageRecordInt8Iter"
-    _defaults = {"dtype": "int8"}
-
-
-class ImageRecordIter_v1(ImageRecordIter):
-    """MXNet's older image record iterator, served by :class:`ImageRecordIter`."""
-
-    _who = "ImageRecordIter_v1"
-
-
-class ImageRecordUInt8Iter_v1(ImageRecordUInt8Iter):
-    """MXNet's older uint8 image record iterator, served by :class:`ImageRecordUInt8Iter`."""
-
-    _who = "ImageRecordUInt8Iter_v1"
-
-
