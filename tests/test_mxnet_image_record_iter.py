@@ -209,13 +209,27 @@ def test_reset_in_the_middle_of_an_epoch_starts_again():
 
 
 def test_a_batch_is_a_copy():
-    it = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 10), batch_size=5, verbose=False)
+    it = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 10), batch_size=5, round_batch=False,
+                               verbose=False)
     batches = list(it)
     values = [b.data[0].asnumpy() for b in batches]
+    assert len({v.tobytes() for v in values}) == len(values)   # no batch overwritten by a later one
     batches[0].data[0][:] = -1
-    assert len({v.tobytes() for v in values}) == len(values)
+    np.testing.assert_array_equal(batches[1].data[0].asnumpy(), values[1])
     it.reset()
-    assert not np.array_equal(values[1], batches[0].data[0].asnumpy())
+    np.testing.assert_array_equal(it.next().data[0].asnumpy(), values[0])
+    np.testing.assert_array_equal(values[-1][3:], values[-2][3:])   # past the data: the previous batch's rows
+
+
+def test_prefetching_iter_over_image_record_iters():
+    common = dict(path_imgrec=REC, data_shape=(3, 8, 10), batch_size=5, verbose=False)
+    alone = [b.data[0].asnumpy() for b in mx.io.ImageRecordIter(**common)]
+    joined = mx.io.PrefetchingIter([mx.io.ImageRecordIter(**common), mx.io.ImageRecordIter(dtype="uint8", **common)])
+    batches = list(joined)
+    assert len(batches) == len(alone) and [b.pad for b in batches] == [0, 0, 0, 0, 2]
+    for batch, expected in zip(batches, alone):
+        np.testing.assert_array_equal(batch.data[0].asnumpy(), expected)
+        np.testing.assert_array_equal(batch.data[1].asnumpy(), expected.astype(np.uint8))
 
 
 def test_mxnets_other_names():

@@ -551,16 +551,14 @@ class _Decoder:
         if img.shape[:2] != p.data_shape[1:]:
             raise ValueError(f"{p.who}: the record at byte {offset} augments to {img.shape[1]}x{img.shape[0]}, not "
                              f"data_shape {p.data_shape}")
-        mirrored = (p.rand_mirror and rng.uniform() < 0.5) or p.mirror
-        data = self.normalize(img, rng)
-        if mirrored:
-            data = data[:, :, ::-1]
-        return np.ascontiguousarray(data), label, int(header.id)
+        if (p.rand_mirror and rng.uniform() < 0.5) or p.mirror:
+            img = img[:, ::-1]      # a permutation of the pixels: the same before normalising as after
+        return self.normalize(img, rng), label, int(header.id)
 
     def normalize(self, img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """(H, W, C) BGR uint8 to (C, H, W) RGB in the output dtype."""
+        """(H, W, C) BGR uint8 to (C, H, W) RGB in the output dtype (a new array)."""
         p = self.p
-        chw = img[:, :, self.swap].transpose(2, 0, 1)
+        chw = img.transpose(2, 0, 1)[self.swap]
         if p.np_dtype == np.uint8:
             return chw
         if p.np_dtype == np.int8:
@@ -573,7 +571,12 @@ class _Decoder:
         mult = (contrast / self.stds)[:, None, None]
         bias = (illumination / self.stds)[:, None, None]
         mean = self.mean if self.mean is not None else self.means[:, None, None]
-        return (chw.astype(np.float32) - mean) * mult + bias
+        out = chw.astype(np.float32)
+        out -= mean
+        out *= mult
+        if np.any(bias != 0) or np.any(mult < 0):   # adding +0 changes nothing but -0 (from a negative mult)
+            out += bias
+        return out
 
 
 # -- the iterator ---------------------------------------------------------------------------------------------
@@ -691,17 +694,15 @@ class RecordBatches:
         label = np.empty((p.batch_size, p.label_width), np.float32)
         index = np.zeros(p.batch_size, np.uint64)
         n = len(items)
-        data[:n] = np.stack([item[0] for item in items])
-        label[:n] = np.stack([item[1] for item in items])
-        index[:n] = [item[2] for item in items]
+        for row, (image, labels, image_id) in enumerate(items):
+            data[row], label[row], index[row] = image, labels, image_id
         if n < p.batch_size:   # round_batch=False: the rows past the data keep the previous batch's values
             if self._previous is None:
                 data[n:], label[n:] = 0, 0
             else:
                 data[n:], label[n:], index[n:] = (x[n:] for x in self._previous)
-        self._previous = (data, label, index)
-        out_label = label.reshape(-1) if p.label_width == 1 else label
-        return data.copy(), out_label.copy(), plan.pad, index.copy()
+        self._previous = (data, label, index)     # read only from here on: the batch's arrays are not reused
+        return data, label.reshape(-1) if p.label_width == 1 else label, plan.pad, index
 
     def rewind(self) -> None:
         """Start the next epoch: after a padded last batch, go on from the images that filled it."""
