@@ -593,7 +593,7 @@ class RecordBatches:
     """
 
     def __init__(self, who: str, kwargs: dict[str, Any], defaults: dict[str, Any]):
-        p = self.params = self._params = _Params(who, kwargs, defaults)
+        p = self.params = _Params(who, kwargs, defaults)
         _check_file(p.path_imgrec, "path_imgrec", p.who)
         size = os.path.getsize(p.path_imgrec)
         if p.path_imgidx:
@@ -643,7 +643,7 @@ class RecordBatches:
         """The records of the next batch and its pad, as MXNet's parser takes them; None at the epoch's end."""
         if self._overflow:
             return None
-        size, pad, wrapped = self._params.batch_size, 0, False
+        size, pad, wrapped = self.params.batch_size, 0, False
         rows: list[int] = []
         while len(rows) < size:
             if self._cursor < len(self._order):
@@ -653,12 +653,12 @@ class RecordBatches:
                 continue
             if not rows:
                 return None
-            if not self._params.round_batch:
+            if not self.params.round_batch:
                 break
             if wrapped:
-                raise ValueError(f"{self._params.who}: batch_size={size} needs more images than the "
-                                 f"{len(self._order)} of part {self._params.part_index} of "
-                                 f"{self._params.path_imgrec!r} to fill its last batch; use a smaller batch_size or "
+                raise ValueError(f"{self.params.who}: batch_size={size} needs more images than the "
+                                 f"{len(self._order)} of part {self.params.part_index} of "
+                                 f"{self.params.path_imgrec!r} to fill its last batch; use a smaller batch_size or "
                                  f"round_batch=False")
             wrapped, self._overflow = True, True
             pad = size - len(rows)
@@ -669,7 +669,7 @@ class RecordBatches:
 
     def _submit(self) -> None:
         """Plan batches and start decoding them, up to ``prefetch_buffer`` ahead."""
-        while len(self._pending) < max(1, self._params.prefetch_buffer):
+        while len(self._pending) < max(1, self.params.prefetch_buffer):
             state = self._state()
             plan = self._plan()
             if plan is None:
@@ -689,7 +689,7 @@ class RecordBatches:
         _, plan, futures = self._pending.popleft()
         items = [future.result() for future in futures]
         self._submit()
-        p = self._params
+        p = self.params
         data = np.empty((p.batch_size,) + p.data_shape, p.np_dtype)
         label = np.empty((p.batch_size, p.label_width), np.float32)
         index = np.zeros(p.batch_size, np.uint64)
@@ -713,7 +713,7 @@ class RecordBatches:
                     future.cancel()
             self._pending.clear()
             self._restore(state)
-        if self._params.round_batch and self._overflow:
+        if self.params.round_batch and self._overflow:
             self._overflow = False     # go on after the images that filled the last batch
         else:
             self._new_pass()
@@ -722,7 +722,7 @@ class RecordBatches:
     def _mean_image(self) -> np.ndarray:
         """The (C, H, W) mean image of ``mean_img``: loaded, or computed over this part and saved there."""
         from .ndarray import NDArray, load, save
-        p = self._params
+        p = self.params
         if os.path.isfile(p.mean_img):
             loaded = load(p.mean_img)
             arrays = list(loaded.values()) if isinstance(loaded, dict) else list(loaded)
