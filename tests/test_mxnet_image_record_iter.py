@@ -250,6 +250,8 @@ def test_errors_name_the_argument_or_the_file(tmp_path):
         mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 10))
     with pytest.raises(FileNotFoundError, match=r"path_imgrec '.*missing.rec': no such file"):
         mx.io.ImageRecordIter(path_imgrec=str(tmp_path / "missing.rec"), **common)
+    with pytest.raises(ValueError, match=r"path_imgrec '.*' is a folder"):
+        mx.io.ImageRecordIter(path_imgrec=str(tmp_path), **common)
     with pytest.raises(FileNotFoundError, match=r"path_imgidx '.*missing.idx'"):
         mx.io.ImageRecordIter(path_imgrec=REC, path_imgidx=str(tmp_path / "missing.idx"), **common)
     with pytest.raises(ValueError, match="dtype must be one of"):

@@ -236,6 +236,9 @@ class _Params:
 
 # -- where the records are --------------------------------------------------------------------------------------
 def _check_file(path: str, argument: str, who: str) -> None:
+    if os.path.isdir(path):
+        raise ValueError(f"{who}: {argument} {path!r} is a folder; give the file itself (reading a folder of "
+                         f".rec files is not supported)")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{who}: {argument} {path!r}: no such file")
 
