@@ -13,8 +13,9 @@ An iterator yields :class:`DataBatch` es whose ``data`` and ``label`` are lists 
 - :class:`ImageRecordIter` (and MXNet's other names for it) decodes and augments the images of an image
   RecordIO file, with the machinery of :mod:`hybrid.mxnet.image_record_iter`.
 
-File iterators read their whole file at construction (MXNet streams it); their batches are fresh arrays
-(MXNet's are buffers that a later batch may overwrite).
+CSVIter and MNISTIter read their whole file at construction (MXNet streams it; ImageRecordIter reads the
+records of each batch as it decodes them); the file iterators' batches are fresh arrays (MXNet's are buffers
+that a later batch may overwrite).
 """
 from __future__ import annotations
 
