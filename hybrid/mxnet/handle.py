@@ -73,6 +73,16 @@ def _computed(fn: Callable, args: Any, kwargs: dict | None = None, stable: bool 
         return fn(*args, **kwargs) if kwargs else fn(*args)
 
 
+@functools.lru_cache(maxsize=None)
+def _method_caller(name: str) -> Callable:
+    """``f(x, *args, **kwargs) = x.<name>(*args, **kwargs)``, one function per method name (so that a
+    recorded method call is staged under a stable key)."""
+    def call_method(value: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(value, name)(*args, **kwargs)
+    call_method.__name__ = name
+    return call_method
+
+
 # methods of MXNet 1.x's NDArray whose meaning differs from jax.Array's (flatten keeps the first axis,
 # arg-reductions and sorts give float32): served by the MXNet operator of that name
 _MXNET_METHODS = frozenset(("flatten", "argmax", "argmin", "argsort", "sort", "topk"))
@@ -406,17 +416,16 @@ class NDArray:
             raise AttributeError(name)
         if self._legacy and name in _MXNET_METHODS:  # MXNet 1.x's meaning where JAX's differs
             from ..gluon1.ops import F
-            attribute = functools.partial(getattr(F, name), self.value)
+            fn = getattr(F, name)
         else:
             attribute = getattr(self.value, name)
-        if not callable(attribute):
-            return attribute
+            if not callable(attribute):
+                return attribute
+            fn = _method_caller(name)
         cls = type(self)
 
         def method(*args: Any, **kwargs: Any) -> Any:
-            # the value leads the arguments so that _computed finds its recording
-            result = _computed(lambda _, *a, **k: attribute(*a, **k), (self.value,) + unwrap(args),
-                               unwrap(kwargs) if kwargs else None)
+            result = _computed(fn, (self.value,) + unwrap(args), unwrap(kwargs) if kwargs else None, stable=True)
             return wrap(result, cls)
         method.__name__ = name
         return method
