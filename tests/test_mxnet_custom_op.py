@@ -226,3 +226,13 @@ def test_a_hybridized_training_step_compiles_once_and_agrees_with_eager(monkeypa
     np.testing.assert_allclose(compiled_outs, eager_outs, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(compiled_weight, eager_weight, rtol=1e-5, atol=1e-6)
     assert not np.allclose(compiled_outs[0], compiled_outs[-1])  # the steps changed the weights
+
+
+def test_a_gradient_of_the_gradient_is_refused_naming_the_op_type():
+    def grad_of(v):
+        return jax.grad(lambda u: F.Custom(u, op_type="scaled_sigmoid").sum())(v).sum()
+    with pytest.raises(MXNetError, match=r"custom operator 'scaled_sigmoid': its forward and backward are host code "
+                                         "without derivatives"):
+        jax.grad(grad_of)(jnp.ones(3))
+    np.testing.assert_allclose(jax.grad(lambda u: F.Custom(u, op_type="scaled_sigmoid").sum())(jnp.zeros(3)),
+                               [0.25] * 3, rtol=1e-6)

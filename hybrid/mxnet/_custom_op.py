@@ -224,6 +224,22 @@ def _host(fn: Any, result: list, arrays: Sequence[Any]) -> list:
     return list(jax.pure_callback(fn, result, *arrays, vmap_method="sequential"))
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _callback(op: Bound, step: Any, *arrays: Any) -> list:
+    """``op``'s forward (``step`` is ``is_train``) or backward (``step`` is None) on ``arrays``; it has no
+    derivative of its own."""
+    if step is None:
+        return _host(op.host_backward, op.backward_result, arrays)
+    return _host(op.forward_callbacks[step], op.forward_result, arrays)
+
+
+@_callback.defjvp
+def _callback_jvp(op: Bound, step: Any, primals: tuple, tangents: tuple) -> tuple:
+    raise MXNetError(f"custom operator {op.op_type!r}: its forward and backward are host code without derivatives "
+                     "(an MXNet custom operator gives first-order gradients only), so a gradient of its gradient "
+                     "(create_graph=True, jax.grad of jax.grad, jax.jvp) cannot be taken through it")
+
+
 class _Call(Function):
     """One call of a bound custom operator: forward and backward are host callbacks."""
 
@@ -233,7 +249,7 @@ class _Call(Function):
 
     def forward(self, *inputs: Any) -> tuple:
         op = self.op
-        outs = _host(op.forward_callbacks[self.is_train], op.forward_result, inputs)
+        outs = _callback(op, self.is_train, *inputs)
         n_out, n_args = len(op.outputs), len(op.arguments)
         blobs = [None] * n_out + list(inputs[:n_args]) + list(outs)
         self.save_for_backward([blobs[i] for i in op.deps if i >= n_out], list(inputs[n_args:]))
@@ -244,7 +260,7 @@ class _Call(Function):
         saved, aux = self.saved_tensors
         n_out = len(op.outputs)
         needed = [out_grads[i] for i in op.deps if i < n_out] + list(saved) + list(aux)
-        grads = _host(op.host_backward, op.backward_result, needed)
+        grads = _callback(op, None, *needed)
         return tuple(grads) + (None,) * len(op.aux)
 
 
