@@ -84,11 +84,13 @@ class _Seen(mx.operator.CustomOp):
     seen: dict = {}
 
     def forward(self, is_train, req, in_data, out_data, aux):
+        _Seen.seen["calls"].append("forward")
         _Seen.seen.update(is_train=is_train, forward_req=req, handle=type(in_data[0]).__name__,
                           aux=aux[0].asnumpy())
         self.assign(out_data[0], req[0], in_data[0] * 2)
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        _Seen.seen["calls"].append("backward")
         _Seen.seen.update(backward_req=req, in_data=in_data, out_data=out_data)
         self.assign(in_grad[0], req[0], out_grad[0] * 2)
 
@@ -116,11 +118,13 @@ class _SeenProp(mx.operator.CustomOpProp):
 def test_the_operator_gets_string_attributes_handles_and_only_its_declared_dependencies():
     x, state = nd.array([1.0, 2.0]), nd.array([5.0, 6.0])
     x.attach_grad()
+    _Seen.seen["calls"] = []
     with autograd.record():
         y = nd.Custom(x, state, op_type="test_seen", factor=3, flag=True, shape=(2, 1))
     y.backward(nd.array([1.0, -1.0]))
     np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, -2.0])
     seen = _Seen.seen
+    assert seen["calls"] == ["forward", "backward"]  # once each in the recorded step
     assert seen["attrs"] == {"factor": "3", "flag": "True", "shape": "(2, 1)"}
     assert seen["created"] == ([[2], [2]], [0, 0])
     assert seen["is_train"] is True and seen["forward_req"] == ["write"] and seen["handle"] == "NDArray"

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core import context as _context, scopes as _scopes
+from .._core import context as _context, lazy as _lazy, scopes as _scopes
 from ..autograd import Function
 from .base import MXNetError
 from .context import current_context
@@ -217,9 +217,10 @@ def bound(op_type: str, prop_cls: type, attrs: dict[str, str], inputs: Sequence[
 
 
 def _host(fn: Any, result: list, arrays: Sequence[Any]) -> list:
-    """``fn(*arrays)`` as JAX arrays: called at once on concrete arrays (its errors reach the caller as
-    raised), through ``jax.pure_callback`` on traced ones."""
-    if not any(isinstance(a, jax.core.Tracer) for a in arrays):
+    """``fn(*arrays)`` as JAX arrays: called at once when JAX runs eagerly (its errors reach the caller as
+    raised), else through ``jax.pure_callback`` (recorded, traced, compiled)."""
+    eager = not _lazy.under_transform() and not isinstance(_lazy.current_trace(), _lazy.LazyTrace)
+    if eager and not any(isinstance(a, jax.core.Tracer) for a in arrays):
         return [jnp.asarray(v) for v in fn(*arrays)]
     return list(jax.pure_callback(fn, result, *arrays, vmap_method="sequential"))
 
