@@ -361,7 +361,8 @@ def test_unsupported_operators_are_listed_once_with_counts(tmp_path):
     nodes = [node("null", "data"), node("Correlation", "c0", [0]), node("SVMOutput", "s0", [1]),
              node("Correlation", "c1", [2]), node("relu", "r0", [3])]
     sym, prm = write(tmp_path, nodes, [[4, 0, 0]])
-    with pytest.raises(FormatError, match=r"unsupported MXNet operators: Correlation \(x2\), SVMOutput \(x1\)\. ") as info:
+    with pytest.raises(FormatError,
+                       match=r"unsupported MXNet operators: Correlation \(x2\), SVMOutput \(x1\)\. ") as info:
         SymbolBlock.imports(sym, ["data"], prm)
     assert "FullyConnected" not in str(info.value)  # no list of everything supported
 
