@@ -27,9 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import autograd as _autograd
-from .._core import scopes as _scopes
+from .._core import context as _context, scopes as _scopes
 from .._core.lazy import LazyArray
 from ..parameter import Parameter
+from ._staged import UNSTAGED, staged_call
 from .base import MXNetError
 from .context import Context, to_device
 
@@ -37,24 +38,39 @@ __all__ = ["NDArray", "ndarray", "wrap", "unwrap", "handle_function", "value_of"
 
 
 def _live_tape(values: Any) -> Any:
-    """The recording a value among ``values`` belongs to, when it is still open and ``record()`` is not
-    active: work on it is staged there too, so that an update written after ``backward()`` (``p[:] = p -
-    lr * p.grad``) runs in the step's one program instead of forcing the recording first."""
+    """The open recording a value among ``values`` belongs to (outside ``record()``): work on it is staged
+    there too, so that an update written after ``backward()`` (``p[:] = p - lr * p.grad``) runs in the
+    step's one program instead of forcing the recording first."""
     for value in values:
-        if type(value) is LazyArray and not value._tape.released and not _autograd.is_recording():
+        if type(value) is LazyArray and not value._tape.released:
             return value._tape
     return None
 
 
-def _computed(fn: Callable, args: tuple, kwargs: dict | None = None) -> Any:
-    """``fn(*args, **kwargs)``, staged on the open recording of a lazy argument (see :func:`_live_tape`)."""
-    tape = _live_tape(args)
-    if tape is None and kwargs:
-        tape = _live_tape(kwargs.values())
-    if tape is None:
-        return fn(*args, **(kwargs or {}))
+def _computed(fn: Callable, args: Any, kwargs: dict | None = None, stable: bool = False,
+              scalars: bool = False) -> Any:
+    """``fn(*args, **kwargs)``; while recording, or on the open recording of a lazy argument (see
+    :func:`_live_tape`), it is recorded there. A ``stable`` function (the same object at every call, pure
+    but for the training flag) is recorded as one node (:mod:`._staged`; ``scalars``: Python numbers are
+    its inputs, not constants)."""
+    ctx = _context.current()
+    recording = ctx.mode.recording
+    if recording:
+        tape = ctx.tape
+    else:
+        tape = _live_tape(args)
+        if tape is None and kwargs:
+            tape = _live_tape(kwargs.values())
+        if tape is None:
+            return fn(*args, **kwargs) if kwargs else fn(*args)
+    if stable:
+        result = staged_call(tape, fn, args, kwargs, scalars)
+        if result is not UNSTAGED:
+            return result
+    if recording:
+        return fn(*args, **kwargs) if kwargs else fn(*args)
     with _scopes.recording_on(tape):
-        return fn(*args, **(kwargs or {}))
+        return fn(*args, **kwargs) if kwargs else fn(*args)
 
 
 # methods of MXNet 1.x's NDArray whose meaning differs from jax.Array's (flatten keeps the first axis,
@@ -439,6 +455,9 @@ class ndarray(NDArray):
 
 
 # -- wrapping and unwrapping ------------------------------------------------------------------------------
+_CONTAINERS = (tuple, list, dict)
+
+
 def value_of(x: Any) -> Any:
     """``x``'s value when it is a handle, else ``x``."""
     return x.value if isinstance(x, NDArray) else x
@@ -469,7 +488,9 @@ def handle_function(fn: Callable, cls: type = NDArray, name: str | None = None) 
     """``fn`` taking handles or arrays and returning handles of ``cls``; ``out=`` (a handle) receives the
     result, as in MXNet."""
     def call(*args: Any, out: Any = None, **kwargs: Any) -> Any:
-        result = wrap(_computed(fn, unwrap(args), unwrap(kwargs) if kwargs else None), cls)
+        values = [a.value if isinstance(a, NDArray) else unwrap(a) if type(a) in _CONTAINERS else a
+                  for a in args]
+        result = wrap(_computed(fn, values, unwrap(kwargs) if kwargs else None, stable=True), cls)
         if out is None:
             return result
         if isinstance(out, NDArray):
@@ -490,10 +511,7 @@ def _binary(op: Callable, name: str, reflected: bool = False, comparison: bool =
         elif not isinstance(other, (jax.Array, int, float, bool, complex, np.ndarray, np.generic)):
             return NotImplemented
         value = self.value
-        if type(value) is LazyArray or type(other) is LazyArray:
-            result = _computed(op, (other, value) if reflected else (value, other))
-        else:
-            result = op(other, value) if reflected else op(value, other)
+        result = _computed(op, (other, value) if reflected else (value, other), stable=True, scalars=True)
         if self._legacy and result.dtype != value.dtype and (comparison or value.dtype != np.bool_):
             result = result.astype(value.dtype)  # MXNet 1.x keeps the left operand's dtype
         return type(self)(result)
@@ -502,9 +520,11 @@ def _binary(op: Callable, name: str, reflected: bool = False, comparison: bool =
 
 
 def _inplace(op: Callable, name: str) -> Callable:
+    def in_dtype(a: Any, b: Any) -> Any:
+        return op(a, b).astype(a.dtype)
+
     def method(self: NDArray, other: Any) -> NDArray:
-        value = self.value
-        self._assign(_computed(lambda a, b: op(a, b).astype(a.dtype), (value, value_of(other))))
+        self._assign(_computed(in_dtype, (self.value, value_of(other)), stable=True, scalars=True))
         return self
     method.__name__ = name
     return method
@@ -512,7 +532,7 @@ def _inplace(op: Callable, name: str) -> Callable:
 
 def _unary(op: Callable, name: str) -> Callable:
     def method(self: NDArray) -> NDArray:
-        return type(self)(_computed(op, (self.value,)))
+        return type(self)(_computed(op, (self.value,), stable=True))
     method.__name__ = name
     return method
 
