@@ -201,9 +201,10 @@ def test_gluon1_loss_helpers_and_custom_op_declarations():
     class Prop(mx.operator.CustomOpProp):
         pass
 
-    assert mx.operator.REGISTERED["surface_test_op"] is Prop        # declarations import
-    with pytest.raises(NotImplementedError, match="custom_vjp"):
-        Prop().create_operator(None, None, None)
+    assert mx.operator.REGISTERED["surface_test_op"] is Prop
+    assert "surface_test_op" in mx.operator.get_all_registered_operators()
+    assert type(Prop().create_operator(None, [[2]], [0])) is mx.operator.CustomOp  # MXNet's defaults
+    assert nd.Custom(nd.ones((2, 3)), op_type="surface_test_op").shape == (2, 3)  # tests/test_mxnet_custom_op.py
 
 
 # -- mx.sym ----------------------------------------------------------------------------------------------
