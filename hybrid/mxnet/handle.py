@@ -53,7 +53,7 @@ def _computed(fn: Callable, args: Any, kwargs: dict | None = None, stable: bool 
     :func:`_live_tape`), it is recorded there. A ``stable`` function (the same object at every call, pure
     but for the training flag) is recorded as one node (:mod:`._staged`; ``scalars``: Python numbers are
     its inputs, not constants)."""
-    ctx = _context.current()
+    ctx = _context.stack.top
     recording = ctx.mode.recording
     if recording:
         tape = ctx.tape
@@ -483,11 +483,17 @@ def unwrap(tree: Any) -> Any:
     return tree.value if isinstance(tree, NDArray) else tree
 
 
+_ARRAY_TYPES: set = set()  # the concrete types met that are jax.Arrays (isinstance against it is slow)
+
+
 def wrap(tree: Any, cls: type = NDArray) -> Any:
     """``tree`` with every array (also inside lists and tuples) made a new handle of ``cls``."""
-    if isinstance(tree, jax.Array):
-        return cls(tree)
     kind = type(tree)
+    if kind in _ARRAY_TYPES:
+        return cls(tree)
+    if isinstance(tree, jax.Array):
+        _ARRAY_TYPES.add(kind)
+        return cls(tree)
     if kind is list or kind is tuple:
         return kind(wrap(x, cls) for x in tree)
     return tree
@@ -499,7 +505,13 @@ def handle_function(fn: Callable, cls: type = NDArray, name: str | None = None) 
     def call(*args: Any, out: Any = None, **kwargs: Any) -> Any:
         values = [a.value if isinstance(a, NDArray) else unwrap(a) if type(a) in _CONTAINERS else a
                   for a in args]
-        result = wrap(_computed(fn, values, unwrap(kwargs) if kwargs else None, stable=True), cls)
+        if kwargs:
+            result = _computed(fn, values, unwrap(kwargs), True)
+        elif _context.stack.top.mode.recording or _live_tape(values) is not None:
+            result = _computed(fn, values, None, True)
+        else:  # eager: the common case, called directly
+            result = fn(*values)
+        result = wrap(result, cls)
         if out is None:
             return result
         if isinstance(out, NDArray):
