@@ -83,9 +83,33 @@ def _method_caller(name: str) -> Callable:
     return call_method
 
 
+@functools.lru_cache(maxsize=None)
+def _mxnet_operator(name: str) -> Callable:
+    from ..gluon1.ops import F
+    return getattr(F, name)
+
+
+def _array_method(name: str, legacy: bool) -> Callable:
+    """The handle method ``name``: the value's method (``legacy``: MXNet's operator of that name, the value
+    first), staged as one node while recording, returning handles."""
+    caller = _method_caller(name)
+
+    def method(self: "NDArray", *args: Any, **kwargs: Any) -> Any:
+        fn = _mxnet_operator(name) if legacy else caller
+        values = (self.value,) + unwrap(args) if args else (self.value,)
+        return wrap(_computed(fn, values, unwrap(kwargs) if kwargs else None, True), type(self))
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+# jax.Array's computing methods, defined on the handles (the others are reached through __getattr__)
+_ARRAY_METHODS = ("all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "compress",
+                  "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min",
+                  "prod", "ptp", "ravel", "repeat", "reshape", "round", "searchsorted", "sort", "squeeze", "std",
+                  "sum", "swapaxes", "take", "trace", "transpose", "var")
 # methods of MXNet 1.x's NDArray whose meaning differs from jax.Array's (flatten keeps the first axis,
 # arg-reductions and sorts give float32): served by the MXNet operator of that name
-_MXNET_METHODS = frozenset(("flatten", "argmax", "argmin", "argsort", "sort", "topk"))
+_MXNET_METHODS = ("flatten", "argmax", "argmin", "argsort", "sort", "topk")
 
 
 class _ParamData:
@@ -414,14 +438,10 @@ class NDArray:
         """The value's method of that name (MXNet's operator methods included), returning handles."""
         if name.startswith("__"):
             raise AttributeError(name)
-        if self._legacy and name in _MXNET_METHODS:  # MXNet 1.x's meaning where JAX's differs
-            from ..gluon1.ops import F
-            fn = getattr(F, name)
-        else:
-            attribute = getattr(self.value, name)
-            if not callable(attribute):
-                return attribute
-            fn = _method_caller(name)
+        attribute = getattr(self.value, name)
+        if not callable(attribute):
+            return attribute
+        fn = _method_caller(name)
         cls = type(self)
 
         def method(*args: Any, **kwargs: Any) -> Any:
@@ -532,7 +552,11 @@ def _binary(op: Callable, name: str, reflected: bool = False, comparison: bool =
         elif not isinstance(other, (jax.Array, int, float, bool, complex, np.ndarray, np.generic)):
             return NotImplemented
         value = self.value
-        result = _computed(op, (other, value) if reflected else (value, other), stable=True, scalars=True)
+        args = (other, value) if reflected else (value, other)
+        if _context.stack.top.mode.recording or type(value) is LazyArray or type(other) is LazyArray:
+            result = _computed(op, args, None, True, True)
+        else:  # eager: the common case, called directly
+            result = op(*args)
         if self._legacy and result.dtype != value.dtype and (comparison or value.dtype != np.bool_):
             result = result.astype(value.dtype)  # MXNet 1.x keeps the left operand's dtype
         return type(self)(result)
@@ -576,6 +600,13 @@ for _name, _op in {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs
 NDArray.__div__ = NDArray.__truediv__  # type: ignore[attr-defined]
 NDArray.__rdiv__ = NDArray.__rtruediv__  # type: ignore[attr-defined]
 NDArray.__idiv__ = NDArray.__itruediv__  # type: ignore[attr-defined]
+
+
+for _name in _ARRAY_METHODS:
+    setattr(NDArray, _name, _array_method(_name, legacy=_name in _MXNET_METHODS))
+    if _name in _MXNET_METHODS:
+        setattr(ndarray, _name, _array_method(_name, legacy=False))
+NDArray.topk = _array_method("topk", legacy=True)  # type: ignore[attr-defined]
 
 
 def _flatten(handle: NDArray) -> tuple:
