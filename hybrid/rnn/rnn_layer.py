@@ -5,7 +5,6 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from .. import autograd
 from .. import random as _random
@@ -163,8 +162,9 @@ class _RNNLayer(HybridBlock):
                 index = layer * len(self._directions) + d
                 p = lambda kind, direction=direction, layer=layer: self._param(direction, layer, kind)  # noqa: E731
                 if self._projection_size:
-                    y, h, c = _projected_lstm(x, h0[index], c0[index], p("i2h_weight"), p("h2h_weight"),
-                                              p("i2h_bias"), p("h2h_bias"), p("h2r_weight"), direction == "r")
+                    y, h, c = layer_ops.projected_lstm_layer(x, h0[index], c0[index], p("i2h_weight"),
+                                                             p("h2h_weight"), p("i2h_bias"), p("h2h_bias"),
+                                                             p("h2r_weight"), reverse=direction == "r")
                 else:
                     y, h, c = layer_ops.rnn_layer(x, h0[index], None if c0 is None else c0[index], p("i2h_weight"),
                                                   p("h2h_weight"), p("i2h_bias"), p("h2h_bias"), mode=self._mode,
@@ -184,22 +184,6 @@ class _RNNLayer(HybridBlock):
         extras += ", bidirectional" if len(self._directions) == 2 else ""
         extras += f", dropout={self._dropout}" if self._dropout else ""
         return f"{type(self).__name__}({in_size} -> {self._hidden_size}, {self._layout}{extras})"
-
-
-def _projected_lstm(x, r0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, h2r_weight, reverse: bool):
-    """One direction of an LSTM layer with a projection over ``x (T, N, C)``: the recurrent state and the
-    output are ``r = W_hr (o * tanh(c))``. Returns ``(outputs (T, N, P), r, c)``."""
-    x_proj = layer_ops.dense(x, i2h_weight, i2h_bias, flatten=False)
-
-    def step(carry, xp):
-        r, c = carry
-        i, f, g, o = jnp.split(xp + r @ h2h_weight.T + h2h_bias, 4, axis=-1)
-        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        r = (jax.nn.sigmoid(o) * jnp.tanh(c)) @ h2r_weight.T
-        return (r, c), r
-
-    (r, c), ys = lax.scan(step, (r0, c0), x_proj, reverse=reverse)
-    return ys, r, c
 
 
 _LAYER_DOC = """
