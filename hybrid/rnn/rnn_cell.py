@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..graph import layer_ops
 from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
 from ..parameter import Parameter
-from .states import check_states, initial_states
+from ._states import check_states, initial_states
 
 __all__ = ["HybridRecurrentCell", "RNNCell", "LSTMCell", "GRUCell", "LSTMPCell", "SequentialRNNCell",
            "HybridSequentialRNNCell", "BidirectionalCell", "DropoutCell", "ModifierCell", "ResidualCell",

@@ -14,7 +14,7 @@ from ..graph import layer_ops
 from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
 from ..parameter import Parameter
 from .rnn_cell import BidirectionalCell, DropoutCell, GRUCell, HybridSequentialRNNCell, LSTMCell, RNNCell
-from .states import check_states, initial_states
+from ._states import check_states, initial_states
 
 __all__ = ["RNN", "LSTM", "GRU"]
 
