@@ -120,3 +120,26 @@ def test_old_attribute_names_still_load(tmp_path):
     fresh = CASES["gru"](mx)[0]
     fresh.load_parameters(path)
     np.testing.assert_array_equal(fresh.l0_h2h_weight.data().asnumpy(), net.l0_h2h_weight.data().asnumpy())
+
+
+def test_write_format_choices(tmp_path):
+    from hybrid.formats.params_file import save_parameter_arrays, set_write_format
+    with pytest.raises(ValueError, match="npz"):
+        set_write_format("zip")
+    with pytest.raises(ValueError, match="mxnet"):
+        save_parameter_arrays(str(tmp_path / "a.params"), {"w": np.ones(2)}, "zip")
+    save_parameter_arrays(str(tmp_path / "b.params"), {"w": np.arange(3.0, dtype=np.float32)}, "mxnet")
+    with open(tmp_path / "b.params", "rb") as f:
+        np.testing.assert_array_equal(parse_mxnet_params(f.read(), "b")["w"], [0, 1, 2])
+    assert write_format() == "npz"
+
+
+def test_save_state_stays_npz_under_install(tmp_path):
+    from hybrid.mxnet import install, uninstall
+    net, _ = _loaded("gru_cell", "structural")
+    install()
+    try:
+        net.save_state(str(tmp_path / "state.npz"))
+    finally:
+        uninstall()
+    assert set(np.load(tmp_path / "state.npz")) == set(NAMES["gru_cell"]["structural"])

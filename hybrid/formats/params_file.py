@@ -33,13 +33,15 @@ def write_format() -> str:
     return _write_format[0]
 
 
-def save_parameter_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
+def save_parameter_arrays(path: str | os.PathLike, arrays: Mapping[str, Any], fmt: str | None = None) -> None:
     """Write ``{name: array}`` atomically: a ``.safetensors`` file when ``path`` ends so, else in the format
-    of :func:`write_format` (``.npz`` unless set otherwise). Raises TypeError for a dtype MXNet's format
-    cannot hold when writing it."""
+    ``fmt`` (``'npz'`` or ``'mxnet'``; None: :func:`write_format`, ``.npz`` unless set otherwise). Raises
+    TypeError for a dtype MXNet's format cannot hold when writing it, ValueError for another ``fmt``."""
+    if fmt is not None and fmt not in _WRITE_FORMATS:
+        raise ValueError(f"parameter file format must be one of {_WRITE_FORMATS}, got {fmt!r}")
     if is_safetensors_path(path):
         save_safetensors(path, arrays)
-    elif _write_format[0] == "mxnet":
+    elif (fmt or _write_format[0]) == "mxnet":
         payload = encode_mxnet_params(list(arrays), list(arrays.values()), f"parameter file {os.fspath(path)!r}")
         atomic_write(path, lambda f: f.write(payload))
     else:
