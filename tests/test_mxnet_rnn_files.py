@@ -58,6 +58,24 @@ def test_hybridized_networks_give_mxnets_outputs(case):
     _compare(run(net, mx, inputs), expected)
 
 
+@pytest.mark.parametrize("hybridize", [False, True])
+@pytest.mark.parametrize("case", ["lstm", "gru", "rnn_tanh", "rnn_relu", "stacked"])
+def test_gradients_match_mxnet(case, hybridize):
+    """d sum(net(x) * w) / d parameter, by MXNet's save_parameters names."""
+    io = dict(np.load(os.path.join(HERE, f"{case}-io.npz")))
+    net, _ = _loaded(case, "structural")
+    if hybridize:
+        net.hybridize()
+    with mx.autograd.record():
+        loss = (net(mx.nd.array(io["in:x"])) * mx.nd.array(io["w"])).sum()
+    loss.backward()
+    params = net._file_params()
+    grads = {k[5:]: v for k, v in io.items() if k.startswith("grad:")}
+    assert sorted(grads) == sorted(params)
+    for name, expected in grads.items():
+        np.testing.assert_allclose(params[name].grad().asnumpy(), expected, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_saved_names_are_mxnets(case, tmp_path):
     """save_parameters writes MXNet's save_parameters names, in MXNet's order, and the values it loaded."""
