@@ -1,3 +1,74 @@
-"""``mxnet.optimizer``: hybrid's optimizers (``hybrid.optimizer``)."""
+"""``mxnet.optimizer``: hybrid's optimizers (``hybrid.optimizer``), with MXNet 1.x's ``AdaGrad`` and
+``AdaDelta``, whose formulas and defaults differ from Gluon 2.0's (hybrid's own).
+
+``create(name, **kwargs)`` and ``gluon.Trainer(params, name, ...)``
+give these two for ``'adagrad'`` and ``'adadelta'``, and hybrid's optimizer for every other name.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
 from ..optimizer import *  # noqa: F401,F403
-from ..optimizer import __all__  # noqa: F401
+from ..optimizer import __all__ as _names
+from ..optimizer import Optimizer
+from ..optimizer import create as _create
+
+__all__ = list(_names)
+
+
+class AdaGrad(Optimizer):
+    """MXNet 1.x's AdaGrad. With ``g`` the rescaled, clipped gradient: ``history += g**2``,
+    ``weight -= lr * (g / sqrt(history + eps) + wd * weight)``."""
+
+    def __init__(self, eps: float = 1e-7, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.float_stable_eps = float(eps)
+
+    def create_state(self, weight):
+        return (jnp.zeros_like(weight),)
+
+    def update_rule(self, weight, grad, state, lr, wd):
+        history = state[0] + jnp.square(grad)
+        return weight - lr * (grad / jnp.sqrt(history + self.float_stable_eps) + wd * weight), (history,)
+
+
+class AdaDelta(Optimizer):
+    """MXNet 1.x's AdaDelta, which has no learning rate (``learning_rate`` is accepted and unused). With ``g``
+    the rescaled, clipped gradient: ``acc_g = rho*acc_g + (1-rho)*g**2``,
+    ``delta = sqrt(acc_delta + epsilon) / sqrt(acc_g + epsilon) * g``,
+    ``acc_delta = rho*acc_delta + (1-rho)*delta**2``, ``weight -= delta + wd * weight``."""
+
+    def __init__(self, rho: float = 0.90, epsilon: float = 1e-5, **kwargs: Any):
+        super().__init__(**kwargs)
+        if not 0.0 <= rho < 1.0:
+            raise ValueError(f"AdaDelta: rho must be in [0, 1), got {rho}")
+        self.rho, self.epsilon = float(rho), float(epsilon)
+
+    def create_state(self, weight):
+        return (jnp.zeros_like(weight), jnp.zeros_like(weight))
+
+    def update_rule(self, weight, grad, state, lr, wd):
+        acc_grad, acc_delta = state
+        acc_grad = self.rho * acc_grad + (1 - self.rho) * jnp.square(grad)
+        delta = jnp.sqrt(acc_delta + self.epsilon) / jnp.sqrt(acc_grad + self.epsilon) * grad
+        acc_delta = self.rho * acc_delta + (1 - self.rho) * jnp.square(delta)
+        return weight - (delta + wd * weight), (acc_grad, acc_delta)
+
+
+_MXNET1 = {"adagrad": AdaGrad, "adadelta": AdaDelta}
+
+
+def create(name: Any, **kwargs: Any) -> Optimizer:
+    """The optimizer called ``name`` (case-insensitive) made with MXNet's keywords ``kwargs``; an Optimizer
+    instance is returned as it is. Raises ValueError for an unknown name (naming what to use for MXNet's
+    optimizers hybrid does not have)."""
+    if isinstance(name, Optimizer):
+        if kwargs:
+            raise ValueError(f"create: {name!r} is already an optimizer; keywords {sorted(kwargs)} are for a name")
+        return name
+    if isinstance(name, str) and name.lower() in _MXNET1:
+        return _MXNET1[name.lower()](**kwargs)
+    return _create(name, **kwargs)
+

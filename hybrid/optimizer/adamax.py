@@ -5,7 +5,7 @@ import jax.numpy as jnp
 
 from ._clip_late import ClipLate
 from .adamw import check_betas
-from .optimizer import register
+from .optimizer import one_minus_power, register
 
 __all__ = ["Adamax"]
 
@@ -32,5 +32,5 @@ class Adamax(ClipLate):
         grad = self.decayed(grad, weight, wd)
         mean = self.beta1 * mean + (1 - self.beta1) * grad
         norm = jnp.maximum(self.beta2 * norm, jnp.abs(grad))
-        step = lr / (1 - self.beta1 ** t.astype(weight.dtype))
+        step = lr / one_minus_power(self.beta1, t.astype(weight.dtype))
         return weight - step * mean / norm, (mean, norm, t)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 
 from ._clip_late import ClipLate
 from .adamw import check_betas
-from .optimizer import register
+from .optimizer import one_minus_power, register
 
 __all__ = ["FTML"]
 
@@ -33,6 +33,6 @@ class FTML(ClipLate):
         tf = t.astype(weight.dtype)
         grad = self.decayed(grad, weight, wd)
         var = self.beta2 * var + (1 - self.beta2) * jnp.square(grad)
-        d = (1 - self.beta1 ** tf) / lr * (jnp.sqrt(var / (1 - self.beta2 ** tf)) + self.epsilon)
+        d = one_minus_power(self.beta1, tf) / lr * (jnp.sqrt(var / one_minus_power(self.beta2, tf)) + self.epsilon)
         z = self.beta1 * z + (1 - self.beta1) * grad - (d - self.beta1 * prev_d) * weight
         return -z / d, (d, var, z, t)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 
 from ._clip_late import ClipLate
 from .adamw import check_betas
-from .optimizer import register
+from .optimizer import one_minus_power, register
 
 __all__ = ["Nadam"]
 
@@ -42,5 +42,5 @@ class Nadam(ClipLate):
         mean = self.beta1 * mean + (1 - self.beta1) * grad
         var = self.beta2 * var + (1 - self.beta2) * jnp.square(grad)
         mean_bar = (1 - mu_t) * grad / (1 - schedule) + mu_next * mean / (1 - schedule * mu_next)
-        var_hat = var / (1 - self.beta2 ** tf)
+        var_hat = var / one_minus_power(self.beta2, tf)
         return weight - lr * mean_bar / (jnp.sqrt(var_hat) + self.epsilon), (mean, var, schedule, t)
