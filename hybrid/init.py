@@ -311,22 +311,23 @@ _ALIASES = {"msra": "msraprelu", "gaussian": "normal"}
 def create(spec: Any, *args: Any, **kwargs: Any) -> Initializer | None:
     """Turn ``None``, an Initializer, a callable ``fn(shape, dtype)`` or a name (``'zeros'``, ``'xavier'``,
     with the class's arguments after it: ``create('constant', value=2)``) into an Initializer. As MXNet,
-    a name may be the JSON of ``dumps()`` (``'["xavier", {"magnitude": 2}]'``) and a dict the keywords
-    of ``create``. Raises ValueError for an unknown name, TypeError for anything else."""
+    a name may be the JSON of ``dumps()`` (``'["xavier", {"magnitude": 2}]'``), and a dict (or its JSON)
+    holds the name under ``'initializer'`` and the class's keywords. Raises ValueError for an unknown name, TypeError for anything else."""
     if spec is None or isinstance(spec, Initializer):
         if args or kwargs:
             raise TypeError(f"create: {spec!r} is already an initializer; arguments {args or ''}{kwargs or ''} "
                             "are for a name")
         return spec
     if isinstance(spec, dict):
-        return create(**spec)
+        keywords = dict(spec)
+        return create(keywords.pop("initializer"), **keywords)
     if isinstance(spec, str):
         text = spec.strip()
         if text.startswith("["):
             name, keywords = json.loads(text)
             return create(name, **keywords)
         if text.startswith("{"):
-            return create(**json.loads(text))
+            return create(json.loads(text))
         name = _ALIASES.get(spec.lower(), spec.lower())
         if name not in _REGISTRY:
             raise ValueError(f"unknown initializer {spec!r}; known: {sorted(set(_REGISTRY) | set(_ALIASES))}")

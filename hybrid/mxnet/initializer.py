@@ -159,7 +159,7 @@ class FusedRNN(Initializer):
         return jnp.asarray(np.concatenate([np.ravel(p) for p in parts]), dtype=dtype)
 
     def for_parameter(self, name, shape, dtype="float32"):
-        return self._values(None, int(np.prod(shape)), dtype).reshape(shape)
+        return self._values(getattr(name, "global_init", None), int(np.prod(shape)), dtype).reshape(shape)
 
     def _init_weight(self, desc, arr):
         fallback = getattr(desc, "global_init", None)
