@@ -282,7 +282,10 @@ class Orthogonal(Initializer):
         if len(shape) < 2:
             raise ValueError(f"Orthogonal initialisation needs a weight of rank >= 2, got shape {shape}")
         rows, cols = shape[0], math.prod(shape[1:])
-        draw = rng.uniform(-1.0, 1.0, (rows, cols)) if self.rand_type == "uniform" else rng.normal(0.0, 1.0, (rows, cols))
+        if self.rand_type == "uniform":
+            draw = rng.uniform(-1.0, 1.0, (rows, cols))
+        else:
+            draw = rng.normal(0.0, 1.0, (rows, cols))
         u, _, vt = np.linalg.svd(draw, full_matrices=False)
         return self.scale * (u if u.shape == draw.shape else vt).reshape(shape)
 
@@ -312,7 +315,8 @@ def create(spec: Any, *args: Any, **kwargs: Any) -> Initializer | None:
     """Turn ``None``, an Initializer, a callable ``fn(shape, dtype)`` or a name (``'zeros'``, ``'xavier'``,
     with the class's arguments after it: ``create('constant', value=2)``) into an Initializer. As MXNet,
     a name may be the JSON of ``dumps()`` (``'["xavier", {"magnitude": 2}]'``), and a dict (or its JSON)
-    holds the name under ``'initializer'`` and the class's keywords. Raises ValueError for an unknown name, TypeError for anything else."""
+    holds the name under ``'initializer'`` and the class's keywords. Raises ValueError for an unknown name,
+    TypeError for anything else."""
     if spec is None or isinstance(spec, Initializer):
         if args or kwargs:
             raise TypeError(f"create: {spec!r} is already an initializer; arguments {args or ''}{kwargs or ''} "
