@@ -102,8 +102,9 @@ class Initializer:
             desc.global_init = self
         own = desc.attrs.get("__init__") if isinstance(desc, InitDesc) else None
         shape, dtype = tuple(arr.shape), _dtype_of(arr)
-        if own:
-            arr[:] = create(own).for_parameter(desc, shape, dtype)
+        chosen = create(own) if own else None
+        if chosen is not None:
+            arr[:] = chosen.for_parameter(desc, shape, dtype)
             return
         arr[:] = _by_ending(self, desc, shape, dtype)
 

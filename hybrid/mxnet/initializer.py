@@ -23,13 +23,17 @@ __all__ = list(_names) + ["Mixed", "Load", "FusedRNN"]
 class Mixed(Initializer):
     """The initializer of the first of ``patterns`` (regular expressions, matched at the start of the
     name as ``re.match``) that matches a parameter's name: ``Mixed(['.*bias', '.*'], [Zero(), Xavier()])``.
-    Raises ValueError when the lists differ in length, or when a name matches no pattern."""
+    Raises ValueError when the lists differ in length, or when a name matches no pattern; TypeError for an
+    initializer that is None."""
 
     def __init__(self, patterns: Sequence[str], initializers: Sequence[Any]):
         if len(patterns) != len(initializers):
             raise ValueError(f"Mixed: {len(patterns)} patterns but {len(initializers)} initializers")
+        chosen = [create(i) for i in initializers]
+        if any(i is None for i in chosen):
+            raise TypeError("Mixed: every initializer must be an Initializer, a name or a callable, not None")
         self.patterns = list(patterns)
-        self.initializers = [create(i) for i in initializers]
+        self.initializers: list[Initializer] = [i for i in chosen if i is not None]
         self._map = [(re.compile(p), i) for p, i in zip(self.patterns, self.initializers)]
 
     def _choose(self, name: str | None) -> Initializer:
@@ -130,7 +134,7 @@ class FusedRNN(Initializer):
         directions = ["l", "r"] if self.bidirectional else ["l"]
         b, m = len(directions), len(gates)
         inputs = size // b // h // m - (self.num_layers - 1) * (h + b * h + 2) - h - 2
-        pieces = []
+        pieces: list[tuple[str, tuple[int, ...]]] = []
         for layer in range(self.num_layers):
             for d in directions:
                 pieces += [(f"{d}{layer}_i2h{g}_weight", (h, inputs if layer == 0 else b * h)) for g in gates]

@@ -10,12 +10,12 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..optimizer import *  # noqa: F401,F403
-from ..optimizer import __all__ as _names
-from ..optimizer import Optimizer
+from ..optimizer import (DCASGD, FTML, LAMB, NAG, SGD, Adam, Adamax, AdamW, Ftrl, Nadam, Optax,  # noqa: F401
+                         Optimizer, RMSProp, Signum, ccSGD, register)
 from ..optimizer import create as _create
 
-__all__ = list(_names)
+__all__ = ["Optimizer", "SGD", "ccSGD", "NAG", "Adam", "AdamW", "RMSProp", "AdaGrad", "AdaDelta", "LAMB", "Signum",
+           "FTML", "Ftrl", "Adamax", "Nadam", "DCASGD", "Optax", "create", "register"]
 
 
 class AdaGrad(Optimizer):

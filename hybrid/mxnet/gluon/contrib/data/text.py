@@ -44,7 +44,8 @@ class _WikiText(Dataset):
             raise ValueError(f"{type(self).__name__}: segment must be one of {sorted(_FILES)}, got {segment!r}")
         self._root = os.path.expanduser(root if root is not None else _default_root(self._name))
         self._segment, self._seq_len = segment, int(seq_len)
-        self._vocab, self._counter = vocab, None
+        self._vocab: Any = vocab
+        self._counter: Any = None
         path = os.path.join(self._root, _FILES[segment])
         if not os.path.isfile(path):
             raise FileNotFoundError(
