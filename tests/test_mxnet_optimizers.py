@@ -46,15 +46,18 @@ def test_create_takes_mxnets_keywords():
     opt = mx.optimizer.create("adam", learning_rate=0.5, beta1=0.8)
     compare_with_mxnet("optimizers", {"class": type(opt).__name__, "lr": float(opt.learning_rate),
                                       "beta1": float(opt.beta1)}, prefix="create_")
+    nag = mx.optimizer.create("nag")                             # MXNet 1.x's defaults, not hybrid's NAG's
+    compare_with_mxnet("optimizers", {"nag": str((float(nag.learning_rate), float(nag.momentum)))}, prefix="defaults_")
     assert isinstance(mx.optimizer.create("AdaGrad", eps=1e-3), mx.optimizer.AdaGrad)
     assert mx.optimizer.create(opt) is opt
     with pytest.raises(ValueError, match="already an optimizer"):
         mx.optimizer.create(opt, learning_rate=1.0)
 
 
-def test_mxnet1_adagrad_and_adadelta_are_the_alias_names_and_hybrids_own_stay():
-    assert mx.optimizer.AdaGrad is not hybrid.optimizer.AdaGrad
-    assert isinstance(hybrid.optimizer.create("adagrad"), hybrid.optimizer.AdaGrad)
+def test_mxnet1_adagrad_adadelta_and_nag_are_the_alias_names_and_hybrids_own_stay():
+    for name in ("AdaGrad", "AdaDelta", "NAG"):
+        assert getattr(mx.optimizer, name) is not getattr(hybrid.optimizer, name)
+        assert type(hybrid.optimizer.create(name.lower())) is getattr(hybrid.optimizer, name)
     net = mx.gluon.nn.Dense(1, in_units=1)
     net.initialize()
     trainer = mx.gluon.Trainer(net.collect_params(), "adadelta", {"rho": 0.5})

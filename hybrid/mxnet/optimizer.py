@@ -1,8 +1,8 @@
-"""``mxnet.optimizer``: hybrid's optimizers (``hybrid.optimizer``), with MXNet 1.x's ``AdaGrad`` and
-``AdaDelta``, whose formulas and defaults differ from Gluon 2.0's (hybrid's own).
+"""``mxnet.optimizer``: hybrid's optimizers (``hybrid.optimizer``), with MXNet 1.x's ``AdaGrad``, ``AdaDelta``
+and ``NAG``, whose formulas or defaults differ from Gluon 2.0's (hybrid's own).
 
-``create(name, **kwargs)`` and ``gluon.Trainer(params, name, ...)``
-give these two for ``'adagrad'`` and ``'adadelta'``, and hybrid's optimizer for every other name.
+``create(name, **kwargs)`` and ``gluon.Trainer(params, name, ...)`` give these three for ``'adagrad'``,
+``'adadelta'`` and ``'nag'``, and hybrid's optimizer for every other name.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..optimizer import (DCASGD, FTML, LAMB, NAG, SGD, Adam, Adamax, AdamW, Ftrl, Nadam, Optax,  # noqa: F401
-                         Optimizer, RMSProp, Signum, ccSGD, register)
+from ..optimizer import (DCASGD, FTML, LAMB, SGD, Adam, Adamax, AdamW, Ftrl, Nadam, Optax, Optimizer,  # noqa: F401
+                         RMSProp, Signum, ccSGD, register)
 from ..optimizer import create as _create
 
 __all__ = ["Optimizer", "SGD", "ccSGD", "NAG", "Adam", "AdamW", "RMSProp", "AdaGrad", "AdaDelta", "LAMB", "Signum",
@@ -57,7 +57,32 @@ class AdaDelta(Optimizer):
         return weight - (delta + wd * weight), (acc_grad, acc_delta)
 
 
-_MXNET1 = {"adagrad": AdaGrad, "adadelta": AdaDelta}
+class NAG(Optimizer):
+    """MXNet 1.x's NAG (``momentum=0.0`` and ``learning_rate=0.01`` by default), as its kernel computes it. With
+    ``g`` the rescaled, clipped gradient and ``m = momentum * mom``:
+    ``new_weight = weight - m + (momentum + 1) * (m - lr * (g + wd * weight))`` and
+    ``mom = m - lr * (g + wd * new_weight)`` (the kernel writes the weight before it reads it for the
+    momentum's decay term); ``momentum == 0``: ``weight -= lr * (g + wd * weight)``.
+    Raises ValueError for a momentum outside [0, 1)."""
+
+    def __init__(self, momentum: float = 0.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"NAG: momentum must be in [0, 1), got {momentum}")
+        self.momentum = float(momentum)
+
+    def create_state(self, weight):
+        return (jnp.zeros_like(weight),) if self.momentum else ()
+
+    def update_rule(self, weight, grad, state, lr, wd):
+        if not self.momentum:
+            return weight - lr * (grad + wd * weight), ()
+        mom = self.momentum * state[0]
+        new_weight = weight - mom + (self.momentum + 1) * (mom - lr * (grad + wd * weight))
+        return new_weight, (mom - lr * (grad + wd * new_weight),)
+
+
+_MXNET1 = {"adagrad": AdaGrad, "adadelta": AdaDelta, "nag": NAG}
 
 
 def create(name: Any, **kwargs: Any) -> Optimizer:
