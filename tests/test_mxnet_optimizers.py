@@ -42,6 +42,15 @@ def test_a_left_out_optimizer_says_what_to_use(name):
         mx.gluon.Trainer(net.collect_params(), name)
 
 
+def test_left_out_classes_and_the_updater_say_what_to_use():
+    with pytest.raises(ValueError, match="optax.lars"):
+        mx.optimizer.LARS
+    with pytest.raises(AttributeError, match="compiles the update"):
+        mx.optimizer.get_updater
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        mx.optimizer.Nope
+
+
 def test_create_takes_mxnets_keywords():
     opt = mx.optimizer.create("adam", learning_rate=0.5, beta1=0.8)
     compare_with_mxnet("optimizers", {"class": type(opt).__name__, "lr": float(opt.learning_rate),
@@ -54,8 +63,8 @@ def test_create_takes_mxnets_keywords():
         mx.optimizer.create(opt, learning_rate=1.0)
 
 
-def test_mxnet1_adagrad_adadelta_and_nag_are_the_alias_names_and_hybrids_own_stay():
-    for name in ("AdaGrad", "AdaDelta", "NAG"):
+def test_mxnet1_classes_are_the_alias_names_and_hybrids_own_stay():
+    for name in ("AdaGrad", "AdaDelta", "NAG", "Adam", "RMSProp"):
         assert getattr(mx.optimizer, name) is not getattr(hybrid.optimizer, name)
         assert type(hybrid.optimizer.create(name.lower())) is getattr(hybrid.optimizer, name)
     net = mx.gluon.nn.Dense(1, in_units=1)

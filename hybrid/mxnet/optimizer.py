@@ -1,8 +1,8 @@
-"""``mxnet.optimizer``: hybrid's optimizers (``hybrid.optimizer``), with MXNet 1.x's ``AdaGrad``, ``AdaDelta``
-and ``NAG``, whose formulas or defaults differ from Gluon 2.0's (hybrid's own).
+"""``mxnet.optimizer``: hybrid's optimizers (``hybrid.optimizer``), with MXNet 1.x's ``AdaGrad``, ``AdaDelta``,
+``NAG``, ``Adam`` and ``RMSProp``, whose formulas or defaults differ from Gluon 2.0's (hybrid's own).
 
-``create(name, **kwargs)`` and ``gluon.Trainer(params, name, ...)`` give these three for ``'adagrad'``,
-``'adadelta'`` and ``'nag'``, and hybrid's optimizer for every other name.
+``create(name, **kwargs)`` and ``gluon.Trainer(params, name, ...)`` give these for ``'adagrad'``,
+``'adadelta'``, ``'nag'``, ``'adam'`` and ``'rmsprop'``, and hybrid's optimizer for every other name.
 """
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..optimizer import (DCASGD, FTML, LAMB, SGD, Adam, Adamax, AdamW, Ftrl, Nadam, Optax, Optimizer,  # noqa: F401
-                         RMSProp, Signum, ccSGD, register)
+from .. import optimizer as _hybrid
+from ..optimizer import (DCASGD, FTML, LAMB, SGD, Adamax, AdamW, Ftrl, Nadam, Optax, Optimizer,  # noqa: F401
+                         Signum, ccSGD, register)
 from ..optimizer import create as _create
 
 __all__ = ["Optimizer", "SGD", "ccSGD", "NAG", "Adam", "AdamW", "RMSProp", "AdaGrad", "AdaDelta", "LAMB", "Signum",
@@ -82,7 +83,32 @@ class NAG(Optimizer):
         return new_weight, (mom - lr * (grad + wd * new_weight),)
 
 
-_MXNET1 = {"adagrad": AdaGrad, "adadelta": AdaDelta, "nag": NAG}
+class _ClipAfterDecay:
+    """MXNet 1.x's fused ``adam_update``, ``rmsprop_update`` and ``rmspropalex_update`` clip the rescaled
+    gradient plus ``wd * weight``, where hybrid's optimizers clip the rescaled gradient alone."""
+
+    clip_gradient: float | None
+
+    def preprocess(self, grad, rescale):
+        return grad * rescale.astype(grad.dtype)
+
+    def update_rule(self, weight, grad, state, lr, wd):
+        grad = grad + wd * weight
+        if self.clip_gradient is not None:
+            grad = jnp.clip(grad, -self.clip_gradient, self.clip_gradient)
+        return super().update_rule(weight, grad, state, lr, 0 * wd)
+
+
+class Adam(_ClipAfterDecay, _hybrid.Adam):
+    """MXNet 1.x's Adam: :class:`hybrid.optimizer.Adam` with ``clip_gradient`` applied to ``g + wd * weight``."""
+
+
+class RMSProp(_ClipAfterDecay, _hybrid.RMSProp):
+    """MXNet 1.x's RMSProp: :class:`hybrid.optimizer.RMSProp` (``gamma1``, ``gamma2``, ``centered``,
+    ``clip_weights``) with ``clip_gradient`` applied to ``g + wd * weight``."""
+
+
+_MXNET1 = {"adagrad": AdaGrad, "adadelta": AdaDelta, "nag": NAG, "adam": Adam, "rmsprop": RMSProp}
 
 
 def create(name: Any, **kwargs: Any) -> Optimizer:
@@ -97,3 +123,14 @@ def create(name: Any, **kwargs: Any) -> Optimizer:
         return _MXNET1[name.lower()](**kwargs)
     return _create(name, **kwargs)
 
+
+_LEFT_OUT = {"LARS": "lars", "LBSGD": "lbsgd", "SGLD": "sgld", "Test": "test", "GroupAdaGrad": "groupadagrad"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LEFT_OUT:
+        _create(_LEFT_OUT[name])  # raises ValueError saying what to use
+    if name in ("Updater", "get_updater"):
+        raise AttributeError(f"mx.optimizer.{name} is not provided by hybrid: gluon.Trainer compiles the update of "
+                             "all parameters into one program; kv.set_optimizer(opt) updates a store's values")
+    raise AttributeError(f"module 'mx.optimizer' has no attribute {name!r}")
