@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ..._core.lazy import LazyArray
 from ._registry import Attrs, OpContext, register
 
 __all__ = ["foreach", "while_loop", "cond"]
@@ -25,6 +26,13 @@ def _as_list(value: Any) -> tuple[list, bool]:
 
 def _concrete(value: Any) -> bool:
     return not isinstance(value, jax.core.Tracer)
+
+
+def _imperative(values: Sequence) -> bool:
+    """Whether the loop runs step by step in Python, as MXNet's ``nd`` runs it: no value belongs to a trace
+    (``hybridize``, ``jax.jit``). Values recorded by ``autograd.record()`` count as concrete: the body then
+    records its operations (and reads its parameters) step by step, so gradients flow through them."""
+    return all(_concrete(v) or type(v) is LazyArray for v in values)
 
 
 def foreach(body: Callable, data: Any, init_states: Any, name: str | None = None) -> tuple[Any, Any]:
@@ -43,7 +51,16 @@ def foreach(body: Callable, data: Any, init_states: Any, name: str | None = None
                              f"init_states has {len(carry)}")
         return [jnp.asarray(s, c.dtype) for s, c in zip(new_states, carry)], outs
 
-    final, stacked = lax.scan(step, [jnp.asarray(s) for s in states], [jnp.asarray(x) for x in items])
+    carry = [jnp.asarray(s) for s in states]
+    sequences = [jnp.asarray(x) for x in items]
+    if _imperative(carry + sequences) and sequences[0].shape[0] > 0:
+        per_step = []
+        for t in range(sequences[0].shape[0]):
+            carry, outs = step(carry, [x[t] for x in sequences])
+            per_step.append(outs)
+        final, stacked = carry, [jnp.stack(column) for column in zip(*per_step)]
+    else:
+        final, stacked = lax.scan(step, carry, sequences)
     outputs = stacked[0] if shape["single_out"] else stacked
     return outputs, final[0] if single_state else final
 
@@ -72,6 +89,19 @@ def while_loop(cond: Callable, func: Callable, loop_vars: Any, max_iterations: i
         outs = [jnp.where(go, o, jnp.zeros_like(o)) for o in outs]
         return (new, go, count + go.astype(jnp.int32)), outs
 
+    if _imperative(variables):
+        final, per_step = variables, []
+        while len(per_step) < steps and bool(jnp.asarray(cond(*final)).reshape(())):
+            outs, final = _split_step(call(final))
+            per_step.append(outs)
+        if not per_step:  # no step taken: the outputs' shapes come from tracing one
+            (final, _, _), stacked = lax.scan(step, (variables, jnp.bool_(True), jnp.int32(0)), None,
+                                              length=steps)
+        else:
+            stacked = [jnp.concatenate([jnp.stack(column), jnp.zeros((steps - len(column),) + column[0].shape,
+                                                                     column[0].dtype)])
+                       for column in zip(*per_step)]
+        return stacked, final[0] if single else final
     (final, _, _), stacked = lax.scan(step, (variables, jnp.bool_(True), jnp.int32(0)), None, length=steps)
     return stacked, final[0] if single else final
 
@@ -89,7 +119,7 @@ def cond(pred: Any, then_func: Callable, else_func: Callable, name: str | None =
     ``pred`` runs only the branch taken, as MXNet's ``nd`` does; under tracing both branches are traced
     and must return arrays of the same shapes."""
     flag = jnp.asarray(pred).reshape(()) != 0
-    if _concrete(flag):
+    if _imperative([flag]):
         return then_func() if bool(flag) else else_func()
     return lax.cond(flag, lambda _: then_func(), lambda _: else_func(), None)
 
