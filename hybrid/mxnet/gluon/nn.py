@@ -31,7 +31,7 @@ class Lambda(_nn.Block):
         super().__init__(prefix=prefix)
         _check("Lambda", function)
         if isinstance(function, str):
-            from ... import ndarray
+            from .. import ndarray
             if not hasattr(ndarray, function):
                 raise ValueError(f"Lambda: mx.nd has no operator {function!r}")
             function = getattr(ndarray, function)

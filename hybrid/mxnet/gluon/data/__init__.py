@@ -9,7 +9,7 @@ from .... import data as _data
 from ....data import (ArrayDataset, BatchSampler, Dataset, FilterSampler, IntervalSampler, RandomSampler,
                       RecordFileDataset, Sampler, SequentialSampler, SimpleDataset, WorkerError, batchify,
                       default_batchify_fn, prefetch_to_device, transform_rng, vision)
-from ....data import dataloader, dataset, sampler  # noqa: F401  (mxnet.gluon.data.dataset, ...)
+from ....data import dataset, sampler  # noqa: F401  (mxnet.gluon.data.dataset, ...)
 from ...handle import NDArray, ndarray, wrap
 
 __all__ = list(_data.__all__)
@@ -29,3 +29,5 @@ __all__ += ["ArrayDataset", "BatchSampler", "Dataset", "FilterSampler", "Interva
             "RecordFileDataset", "Sampler", "SequentialSampler", "SimpleDataset", "WorkerError", "batchify",
             "default_batchify_fn", "prefetch_to_device", "transform_rng", "vision"]
 __all__ = sorted(set(__all__))
+
+from . import dataloader  # noqa: E402,F401  (Gluon 1.x's module of that name; it imports DataLoader from here)
