@@ -178,6 +178,9 @@ def test_gluon1_modules_import_by_their_dotted_path():
         from mxnet.gluon.data.dataloader import DataLoader, _MultiWorkerIter, default_mp_batchify_fn
         from mxnet.util import is_np_array
         from mxnet.contrib import amp
+        from mxnet.contrib.io import DataLoaderIter
+        from mxnet.test_utils import get_mnist_iterator
+        from mxnet.gluon.model_zoo import vision
         from mxnet.image.image import _get_interp_method
         from mxnet.metric import check_label_shapes
         from mxnet.gluon.utils import download, check_sha1, _get_repo_url
@@ -190,3 +193,53 @@ def test_gluon1_modules_import_by_their_dotted_path():
     env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert proc.stdout.strip() == "OK", proc.stderr[-2000:]
+
+
+def test_model_zoo_vision_builders_take_mxnet_contexts():
+    vision = mx.gluon.model_zoo.vision
+    net = vision.get_model("resnet18_v1", ctx=[mx.cpu()], classes=10)
+    assert isinstance(net, vision.ResNetV1)
+    assert isinstance(vision.mobilenet0_25(ctx=mx.cpu(), classes=4), vision.MobileNet)
+    with pytest.raises(TypeError, match="ctx"):
+        vision.get_model("resnet18_v1", ctx="cpu")
+
+
+def _write_idx(folder, prefix, images, labels):
+    import struct
+    with open(os.path.join(folder, f"{prefix}-images-idx3-ubyte"), "wb") as f:
+        f.write(struct.pack(">IIII", 2051, len(images), 28, 28) + images.tobytes())
+    with open(os.path.join(folder, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
+        f.write(struct.pack(">II", 2049, len(labels)) + labels.tobytes())
+
+
+def test_get_mnist_iterator_reads_data_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("data")
+    images = np.arange(20 * 28 * 28, dtype=np.uint32).reshape(20, 28, 28).astype(np.uint8)
+    labels = (np.arange(20) % 10).astype(np.uint8)
+    _write_idx("data", "train", images, labels)
+    _write_idx("data", "t10k", images[:10], labels[:10])
+    train, val = mx.test_utils.get_mnist_iterator(5, (1, 28, 28))
+    batch = next(iter(val))
+    assert batch.data[0].shape == (5, 1, 28, 28)
+    first = int(batch.label[0].asnumpy()[0])  # the labels of this file are the images' indices
+    np.testing.assert_allclose(batch.data[0].asnumpy()[0, 0], images[first] / 256.0, rtol=1e-6)
+    val.reset()
+    assert sorted(int(v) for b in val for v in b.label[0].asnumpy()) == list(range(10))
+    seen = sorted(int(v) for b in train for v in b.label[0].asnumpy())
+    assert seen == sorted(labels.tolist())  # every training image once, shuffled
+    flat, _ = mx.test_utils.get_mnist_iterator(5, (784,))
+    assert next(iter(flat)).data[0].shape == (5, 784)
+
+
+def test_data_loader_iter_gives_padded_data_batches():
+    from hybrid.mxnet.contrib.io import DataLoaderIter
+    dataset = mx.gluon.data.ArrayDataset(np.arange(10, dtype=np.float32).reshape(5, 2), np.arange(5))
+    it = DataLoaderIter(mx.gluon.data.DataLoader(dataset, batch_size=2))
+    assert it.batch_size == 2 and it.provide_data[0].shape == (2, 2) and it.provide_label[0].name == "softmax_label"
+    batches = list(it)
+    assert [b.pad for b in batches] == [0, 0, 1]
+    np.testing.assert_array_equal(batches[2].data[0].asnumpy(), [[8, 9], [0, 0]])
+    assert batches[2].label[0].dtype == np.float32
+    it.reset()
+    assert len(list(it)) == 3
