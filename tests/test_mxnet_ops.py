@@ -75,8 +75,8 @@ def test_missing_inputs_and_unknown_operators_are_named():
         F.foo_bar
     with pytest.raises(AttributeError, match=r"F.contrib.nope: 'nope' is not among"):
         F.contrib.nope
-    with pytest.raises(NotImplementedError, match="MXNet operator 'Custom' is not among the supported"):
-        get_op("Custom")
+    with pytest.raises(NotImplementedError, match="MXNet operator 'Correlation' is not among the supported"):
+        get_op("Correlation")
     assert "box_nms" in dir(F.contrib) and "FullyConnected" in dir(F)
 
 
@@ -358,10 +358,11 @@ def test_importer_refuses_references_to_outputs_a_node_does_not_have(tmp_path):
 
 
 def test_unsupported_operators_are_listed_once_with_counts(tmp_path):
-    nodes = [node("null", "data"), node("Custom", "c0", [0]), node("SVMOutput", "s0", [1]),
-             node("Custom", "c1", [2]), node("relu", "r0", [3])]
+    nodes = [node("null", "data"), node("Correlation", "c0", [0]), node("SVMOutput", "s0", [1]),
+             node("Correlation", "c1", [2]), node("relu", "r0", [3])]
     sym, prm = write(tmp_path, nodes, [[4, 0, 0]])
-    with pytest.raises(FormatError, match=r"unsupported MXNet operators: Custom \(x2\), SVMOutput \(x1\)\. ") as info:
+    with pytest.raises(FormatError,
+                       match=r"unsupported MXNet operators: Correlation \(x2\), SVMOutput \(x1\)\. ") as info:
         SymbolBlock.imports(sym, ["data"], prm)
     assert "FullyConnected" not in str(info.value)  # no list of everything supported
 
