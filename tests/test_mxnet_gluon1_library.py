@@ -243,3 +243,11 @@ def test_data_loader_iter_gives_padded_data_batches():
     assert batches[2].label[0].dtype == np.float32
     it.reset()
     assert len(list(it)) == 3
+
+
+def test_recurrent_begin_state_takes_an_mxnet_context():
+    layer = mx.gluon.rnn.LSTM(4, input_size=3)
+    states = layer.begin_state(batch_size=2, func=mx.nd.zeros, ctx=mx.cpu())
+    assert [tuple(s.shape) for s in states] == [(1, 2, 4), (1, 2, 4)]
+    with pytest.raises(TypeError, match="jax.Device"):
+        layer.begin_state(batch_size=2, ctx="cpu")

@@ -422,26 +422,8 @@ def _synthetic_colour_images(mx, train=True, transform=None, **kwargs):
     return dataset if transform is None else dataset.transform(transform)
 
 
-def _write_mnist_files(folder="data"):
-    """The MNIST stand-in as the four idx-ubyte files ``mx.test_utils.get_mnist_ubyte`` looks for."""
-    import struct
-    os.makedirs(folder, exist_ok=True)
-    for train, prefix in ((True, "train"), (False, "t10k")):
-        rs = onp.random.RandomState(7 if train else 8)
-        count = 1200 if train else 300
-        templates = onp.random.RandomState(6).randint(0, 256, size=(10, 28, 28))
-        labels = rs.randint(0, 10, size=(count,))
-        images = (0.7 * templates[labels] + 0.3 * rs.randint(0, 256, size=(count, 28, 28))).astype(onp.uint8)
-        with open(os.path.join(folder, f"{prefix}-images-idx3-ubyte"), "wb") as f:
-            f.write(struct.pack(">IIII", 2051, count, 28, 28) + images.tobytes())
-        with open(os.path.join(folder, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
-            f.write(struct.pack(">II", 2049, count) + labels.astype(onp.uint8).tobytes())
-
-
 def _install_script_data(mx):
-    """The scripts' downloads: MNIST and Fashion-MNIST (given a root folder first, as scripts do), CIFAR-10,
-    and MNIST's ubyte files in ``data/`` (``mx.test_utils.get_mnist_iterator``)."""
-    _write_mnist_files()
+    """The scripts' downloads: MNIST and Fashion-MNIST (given a root folder first, as scripts do), CIFAR-10."""
     vision = mx.gluon.data.vision
     for name, make in (("MNIST", _synthetic_images), ("FashionMNIST", _synthetic_images),
                        ("CIFAR10", _synthetic_colour_images)):
