@@ -44,7 +44,8 @@ __all__ = ["default_context", "set_default_context", "default_dtype", "default_r
            "rand_shape_3d", "rand_shape_nd", "rand_coord_2d", "same", "almost_equal", "assert_almost_equal",
            "assert_allclose", "assert_almost_equal_with_err", "assert_almost_equal_ignore_nan", "assert_exception",
            "retry", "numeric_grad", "check_numeric_gradient", "check_symbolic_forward", "check_symbolic_backward",
-           "same_array", "collapse_sum_like", "compare_ndarray_tuple", "list_gpus", "download", "get_mnist", "get_mnist_iterator",
+           "same_array", "collapse_sum_like", "compare_ndarray_tuple", "list_gpus", "download", "get_mnist",
+           "get_mnist_iterator",
            "get_mnist_pkl", "get_mnist_ubyte", "get_cifar10", "environment", "is_cd_run", "is_aarch64_run"]
 
 _default_context: list[Context] = []
