@@ -25,7 +25,8 @@ def reference_of(case):
 
 def test_every_case_has_an_mxnet_reference():
     assert len(CASES) >= 7
-    missing = [c for c in CASES if not os.path.exists(reference_of(c)) or not os.path.exists(os.path.join(CORPUS, c + ".py"))]
+    missing = [c for c in CASES
+               if not os.path.exists(reference_of(c)) or not os.path.exists(os.path.join(CORPUS, c + ".py"))]
     assert not missing, f"record them with MXNet: python harness.py record <case> <reference> ({missing})"
 
 

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
-import urllib.request
 from typing import Any
 
 from ... import utils as _utils
@@ -48,36 +45,21 @@ def check_sha1(filename: str, sha1_hash: str) -> bool:
 
 def download(url: str, path: str | None = None, overwrite: bool = False, sha1_hash: str | None = None,
              retries: int = 5, verify_ssl: bool = True) -> str:
-    """Downloads ``url`` to ``path`` (a file name, or a folder to put the URL's last part in; default the
-    current folder) and returns the file name. An existing file is kept unless ``overwrite`` is set or its
-    SHA-1 differs from ``sha1_hash``. The file appears whole or not at all (written beside it, then
-    renamed). Tries ``retries`` times; raises the last error, or ValueError for a downloaded file whose
-    SHA-1 is not ``sha1_hash``."""
+    """The file MXNet would download ``url`` to (``path``: a file name, or a folder for the URL's last part;
+    default the current folder) when it is there and, with ``sha1_hash``, has that SHA-1. hybrid makes no
+    network call: FileNotFoundError naming the URL and the path otherwise (also for ``overwrite=True``, and
+    for a file whose SHA-1 differs, which MXNet would download again)."""
+    from ..test_utils import _missing
     if not isinstance(retries, int) or retries < 0:
         raise ValueError(f"download: retries must be a non-negative int, got {retries!r}")
     name = url.split("/")[-1]
     fname = name if path is None else (os.path.join(path, name) if os.path.isdir(path) else path)
     fname = os.path.expanduser(fname)
-    if not overwrite and os.path.exists(fname) and (not sha1_hash or check_sha1(fname, sha1_hash)):
-        return fname
-    folder = os.path.dirname(os.path.abspath(fname))
-    os.makedirs(folder, exist_ok=True)
-    context = None
-    if not verify_ssl:
-        import ssl
-        context = ssl._create_unverified_context()
-    for attempt in range(retries + 1):
-        handle, partial = tempfile.mkstemp(dir=folder, prefix=os.path.basename(fname) + ".")
-        try:
-            with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, context=context) as response:
-                shutil.copyfileobj(response, out)
-            if sha1_hash and not check_sha1(partial, sha1_hash):
-                raise ValueError(f"download: the file from {url} does not have the SHA-1 {sha1_hash}")
-            os.replace(partial, fname)
+    what = f"gluon.utils.download({url!r})"
+    if os.path.exists(fname) and not overwrite:
+        if not sha1_hash or check_sha1(fname, sha1_hash):
             return fname
-        except Exception:
-            if os.path.exists(partial):
-                os.remove(partial)
-            if attempt == retries:
-                raise
-    return fname
+        what += f": the file there does not have the SHA-1 {sha1_hash}"
+    elif overwrite:
+        what += " with overwrite=True"
+    raise _missing([(url, fname)], what)
