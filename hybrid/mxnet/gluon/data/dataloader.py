@@ -11,15 +11,27 @@ import multiprocessing
 import multiprocessing.pool
 import pickle
 from multiprocessing.reduction import ForkingPickler
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from . import DataLoader
+from .... import data as _data
+from ...handle import NDArray, ndarray, wrap
 
 __all__ = ["DataLoader", "default_batchify_fn", "default_mp_batchify_fn"]
 
 _worker_dataset: Any = None
+
+
+class DataLoader(_data.DataLoader):
+    """:class:`hybrid.data.DataLoader` whose batches hold the alias's arrays: ``mx.np`` ndarrays after
+    ``npx.set_np()``, else ``mx.nd`` NDArrays, as MXNet's loader gives."""
+
+    def __iter__(self) -> Iterator[Any]:
+        from ... import numpy_extension
+        kind = ndarray if numpy_extension.is_np_array() else NDArray
+        for batch in super().__iter__():
+            yield wrap(batch, kind)
 
 
 def _array_module() -> Any:
@@ -34,7 +46,6 @@ def _array_module() -> Any:
 def default_batchify_fn(data: list) -> Any:
     """MXNet 1.x's collation: arrays are stacked on a new first axis, tuples field by field (a list of
     batches), anything else goes through ``np.asarray`` into one array of its dtype."""
-    from ...handle import NDArray
     array, stack = _array_module()
     if isinstance(data[0], NDArray):
         return stack(data)
