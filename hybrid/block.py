@@ -435,6 +435,11 @@ class Block(Watched, metaclass=_BlockMeta):
         ``get_constant(name, value)`` create parameters of this block as Gluon 1.x's do."""
         return ParameterDict._of_block(self, self._reg_params)
 
+    @property
+    def _params(self) -> ParameterDict:
+        """Gluon 1.x's ``Block._params``: the block's own parameters, as :attr:`params` gives them."""
+        return self.params
+
     def _gluon1_parameter(self, name: str, make: Callable[[str], Parameter],
                           reuse: Callable[[Parameter], None]) -> Parameter:
         """Gluon 1.x's ``self.params.get``: the parameter this block registered as ``name`` (by
@@ -485,13 +490,19 @@ class Block(Watched, metaclass=_BlockMeta):
         pattern = re.compile(select)
         return ParameterDict((name, p) for name, p in found.items() if pattern.match(name))
 
-    def _collect_params_with_prefix(self, prefix: str, out: dict) -> None:
+    def _collect_params_with_prefix(self, prefix: str = "", out: dict | None = None) -> dict:
+        """The parameters of this block and its descendants by structural name (``'features.0.weight'``),
+        each name after ``prefix + '.'`` when ``prefix`` is given, added to ``out`` (a new OrderedDict when
+        None, as Gluon 1.x's ``_collect_params_with_prefix(prefix='')``); returns ``out``."""
+        if out is None:
+            out = OrderedDict()
         if prefix:
             prefix += "."
         for name, param in self._reg_params.items():
             out[prefix + name] = param
         for name, child in self._children.items():
             child._collect_params_with_prefix(prefix + name, out)
+        return out
 
     def _file_names(self) -> dict[str, str]:
         """The names parameter files give some of this block's own parameters (attribute name -> name in

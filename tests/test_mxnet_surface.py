@@ -285,7 +285,7 @@ def test_dotted_imports_reach_below_a_module_outside_the_alias():
         from mxnet.gluon.data import ArrayDataset
         from mxnet.ndarray.contrib import BilinearResize2D
         assert transforms is T is hybrid.data.vision.transforms
-        assert DataLoader is hybrid.data.DataLoader and ArrayDataset is hybrid.data.ArrayDataset
+        assert DataLoader is hybrid.mxnet.gluon.data.DataLoader and ArrayDataset is hybrid.data.ArrayDataset
         assert BilinearResize2D is hybrid.mxnet.nd.contrib.BilinearResize2D
         try:
             import mxnet.gluon.data.no_such_module

@@ -39,11 +39,18 @@ class _NamespaceModule(types.ModuleType):
         return dir(object.__getattribute__(self, "_target"))
 
 
+# MXNet 1.x modules whose content hybrid.mxnet keeps in their parent (mxnet.image.image's helpers are in
+# hybrid.mxnet.image)
+_SAME_AS = {"mxnet.image.image": "hybrid.mxnet.image"}
+
+
 def _resolve(fullname: str) -> types.ModuleType | None:
     """The module ``mxnet.a.b`` stands for: the submodule ``b`` of what ``mxnet.a`` stands for (which may be
     a module outside ``hybrid.mxnet``: ``mxnet.gluon.data`` is ``hybrid.data``), else its attribute ``b``."""
     if fullname == _ALIAS:
         return importlib.import_module(_TARGET)
+    if fullname in _SAME_AS:
+        return importlib.import_module(_SAME_AS[fullname])
     parent_alias, _, attribute = fullname.rpartition(".")
     parent = sys.modules.get(parent_alias) or _resolve(parent_alias)
     if parent is None:

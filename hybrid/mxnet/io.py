@@ -920,7 +920,7 @@ class MNISTIter(MXDataIter):
                  data_name: str = "data", label_name: str = "softmax_label", **kwargs: Any):
         if args:
             raise TypeError("MNISTIter takes keyword arguments only (image=..., label=..., batch_size=...)")
-        _check_kwargs("MNISTIter", kwargs, ("prefetch_buffer", "ctx"))
+        _check_kwargs("MNISTIter", kwargs, ("prefetch_buffer", "ctx", "input_shape"))  # MXNet ignores input_shape
         if dtype not in (None, "float32"):
             raise ValueError(f"MNISTIter: dtype must be None or 'float32' (MXNet fails for others), got {dtype!r}")
         self._size = _check_batch_size("MNISTIter", batch_size)

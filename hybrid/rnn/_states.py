@@ -29,6 +29,7 @@ def initial_states(who: str, infos: list[dict], func: Callable, ctx: Any, device
     if ctx is not None and device is not None:
         raise ValueError(f"{who}.begin_state: give ctx or device, not both")
     device = ctx if device is None else device
+    device = getattr(device, "jax_device", device)  # an MXNet Context (hybrid.mxnet) names its JAX device
     if device is not None and not isinstance(device, jax.Device):
         raise TypeError(f"{who}.begin_state: ctx/device must be a jax.Device (e.g. jax.devices()[0]), "
                         f"got {type(device).__name__}")

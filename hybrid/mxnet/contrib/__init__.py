@@ -1,4 +1,6 @@
-"""``mxnet.contrib``: ``contrib.text`` (token counting and ``Vocabulary``)."""
-from . import text  # noqa: F401
+"""``mxnet.contrib``: ``amp``, MXNet 1.x's automatic mixed precision (:mod:`hybrid.amp`), ``io``'s
+``DataLoaderIter`` and ``contrib.text`` (token counting and ``Vocabulary``)."""
+from ... import amp
+from . import io, text  # noqa: F401
 
-__all__ = ["text"]
+__all__ = ["amp", "io", "text"]
