@@ -228,3 +228,28 @@ def test_recurrent_begin_state_takes_an_mxnet_context():
     assert [tuple(s.shape) for s in states] == [(1, 2, 4), (1, 2, 4)]
     with pytest.raises(TypeError, match="jax.Device"):
         layer.begin_state(batch_size=2, ctx="cpu")
+
+
+def test_clip_global_norm_scales_gradients_and_handles_in_place_as_mxnet():
+    """MXNet's clip_global_norm writes the arrays it is given; here the arrays Parameters' grad() returned
+    (word_language_model's `clip_global_norm([p.grad() for p in params], ...)`) and handles. For y =
+    10 * sum(Dense(x)) over 4 rows of ones, W's gradient is 40 everywhere (2x3) and b's 40 (2): norm
+    sqrt(8) * 40; after clipping to 1, the gradients' norm is 1 and their direction kept."""
+    from hybrid.mxnet import autograd, gluon, nd
+    net = nn.Dense(2, in_units=3)
+    net.initialize(mx.init.One())
+    with autograd.record():
+        y = (net(nd.ones((4, 3))) * 10).sum()
+    y.backward()
+    params = list(net.collect_params().values())
+    norm = gluon.utils.clip_global_norm([p.grad() for p in params], 1.0)
+    assert abs(norm - 40 * np.sqrt(8)) < 1e-3
+    for p in params:
+        np.testing.assert_allclose(p.grad().asnumpy(), np.full(p.shape, 1 / np.sqrt(8)), rtol=1e-5)
+    params[1].grad()[:] = 0  # a write into the array grad() returned writes the gradient
+    assert not params[1].grad().asnumpy().any()
+    handles = [nd.array([3.0, 4.0])]
+    assert gluon.utils.clip_global_norm(handles, 1.0) == 5.0
+    np.testing.assert_allclose(handles[0].asnumpy(), [0.6, 0.8], rtol=1e-6)
+    with pytest.raises(TypeError, match="cannot change in place"):
+        gluon.utils.clip_global_norm([np.ones(2)], 1.0)

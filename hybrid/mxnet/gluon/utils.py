@@ -1,5 +1,5 @@
-"""``mxnet.gluon.utils``: hybrid's ``split_data``, ``clip_global_norm`` and a ``split_and_load`` that also
-takes MXNet contexts (``[mx.cpu()]``, ``[mx.gpu(0), mx.gpu(1)]``)."""
+"""``mxnet.gluon.utils``: hybrid's ``split_data``, MXNet's in-place ``clip_global_norm`` and a
+``split_and_load`` that also takes MXNet contexts (``[mx.cpu()]``, ``[mx.gpu(0), mx.gpu(1)]``)."""
 from __future__ import annotations
 
 import hashlib
@@ -7,8 +7,11 @@ import os
 from typing import Any
 
 from ... import utils as _utils
-from ...utils import clip_global_norm, split_data
+from ...parameter import Parameter
+from ...utils import split_data
+from ..array_methods import write_back
 from ..context import to_device
+from ..handle import NDArray
 
 __all__ = ["split_data", "split_and_load", "clip_global_norm", "check_sha1", "download"]
 
@@ -20,6 +23,27 @@ def split_and_load(data: Any, ctx_list: Any = None, batch_axis: int = 0, even_sp
     """``hybrid.utils.split_and_load`` with ``mx.Context``s turned into their JAX devices."""
     return _utils.split_and_load(data, to_device(ctx_list) if ctx_list is not None else None, batch_axis,
                                  even_split, devices=to_device(devices) if devices is not None else None)
+
+
+def clip_global_norm(arrays: Any, max_norm: float, check_isfinite: bool = True) -> Any:
+    """MXNet's ``clip_global_norm``: scales ``arrays`` in place by ``min(1, max_norm / total_norm)`` and
+    returns the total L2 norm (a float when ``check_isfinite``). The arrays are handles (``mx.nd``/``mx.np``),
+    the arrays Parameters' ``grad()`` or ``data()`` returned (their Parameters are written), or Parameters
+    (their gradients). Raises TypeError for any other array: a ``jax.Array`` cannot change in place (use
+    ``hybrid.utils.clip_global_norm``, which returns the clipped arrays)."""
+    items = list(arrays.values()) if isinstance(arrays, dict) else list(arrays)
+    if items and all(isinstance(item, Parameter) for item in items):
+        return _utils.clip_global_norm(items, max_norm, check_isfinite)
+    values = [item.value if isinstance(item, NDArray) else item for item in items]
+    clipped, norm = _utils.clip_global_norm(values, max_norm, check_isfinite)
+    for i, (item, value) in enumerate(zip(items, clipped)):
+        if isinstance(item, NDArray):
+            item._assign(value)
+        elif not write_back(item, value):
+            raise TypeError(f"clip_global_norm: array {i} is a {type(item).__name__} that cannot change in place "
+                            "(pass mx.nd/mx.np arrays, p.grad() of Parameters, or the Parameters; "
+                            "hybrid.utils.clip_global_norm returns the clipped arrays)")
+    return norm
 
 
 def _get_repo_url() -> str:
