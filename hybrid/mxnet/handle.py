@@ -522,16 +522,15 @@ def wrap(tree: Any, cls: type = NDArray) -> Any:
 def handle_function(fn: Callable, cls: type = NDArray, name: str | None = None) -> Callable:
     """``fn`` taking handles or arrays and returning handles of ``cls``; ``out=`` (a handle) receives the
     result, as in MXNet."""
-    def call(*args: Any, out: Any = None, **kwargs: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        out = kwargs.pop("out", None) if kwargs else None
         values = [a.value if isinstance(a, NDArray) else unwrap(a) if type(a) in _CONTAINERS else a
                   for a in args]
-        if kwargs:
-            result = _computed(fn, values, unwrap(kwargs), True)
-        elif _context.stack.top.mode.recording or _live_tape(values) is not None:
-            result = _computed(fn, values, None, True)
+        if kwargs or _context.stack.top.mode.recording or _live_tape(values) is not None:
+            result = _computed(fn, values, unwrap(kwargs) if kwargs else None, True)
         else:  # eager: the common case, called directly
             result = fn(*values)
-        result = wrap(result, cls)
+        result = cls(result) if type(result) in _ARRAY_TYPES else wrap(result, cls)
         if out is None:
             return result
         if isinstance(out, NDArray):
