@@ -149,6 +149,62 @@ def _install_data_shim(mx):
     vision = mx.gluon.data.vision
     for name in ("MNIST", "FashionMNIST"):
         setattr(vision, name, lambda *args, __mx=mx, **kwargs: _synthetic_images(__mx, *args, **kwargs))
+    _install_text_shim()
+
+
+_WORDS = ("the time traveller said he was in a machine of some kind and we sat looking at it while the "
+          "fire burned there is no difference between time and any of the three dimensions of space except "
+          "that our consciousness moves along it my friend went on with the story").split()
+
+
+def _synthetic_text(seed, words):
+    """Seeded English-like text: ``words`` words of _WORDS in sentences with capitals and punctuation."""
+    rs = onp.random.RandomState(seed)
+    sentences, left = [], words
+    while left > 0:
+        length = min(left, int(rs.randint(3, 12)))
+        sentence = " ".join(_WORDS[i] for i in rs.randint(0, len(_WORDS), size=length))
+        sentences.append(sentence[0].upper() + sentence[1:] + (".", "!", "?", ",")[int(rs.randint(0, 4))])
+        left -= length
+    return "\n".join(" ".join(sentences[i:i + 5]) for i in range(0, len(sentences), 5)) + "\n"
+
+
+def _synthetic_pairs(seed, count):
+    """Seeded ``english\tfrench`` lines as in fra.txt: short sentences, the "French" a word-by-word
+    rendering (each word spelt backwards, plus an e), its punctuation after a narrow no-break space."""
+    rs = onp.random.RandomState(seed)
+    lines = []
+    for _ in range(count):
+        english = [_WORDS[i] for i in rs.randint(0, len(_WORDS), size=int(rs.randint(1, 7)))]
+        mark = (".", "!", "?")[int(rs.randint(0, 3))]
+        french = " ".join(w[::-1] + "e" for w in english)
+        lines.append(f"{' '.join(english).capitalize()}{mark}\t{french.capitalize()}\u202f{mark}")
+    return "\n".join(lines) + "\n"
+
+
+def _synthetic_download(name):
+    """The bytes served for a d2l download: timemachine.txt, fra-eng.zip (fra-eng/fra.txt inside)."""
+    import io
+    import zipfile
+    if name == "timemachine.txt":
+        return _synthetic_text(11, 400).encode()
+    if name == "fra-eng.zip":
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr(zipfile.ZipInfo("fra-eng/fra.txt", (2020, 1, 1, 0, 0, 0)),
+                             _synthetic_pairs(12, 600).encode())
+        return buffer.getvalue()
+    raise RuntimeError(f"harness: no stand-in for the download of {name}")
+
+
+def _install_text_shim():
+    """d2l.download fetches with requests.get: its answer is replaced by the synthetic files."""
+    import requests
+
+    class _Answer:
+        def __init__(self, url):
+            self.content = _synthetic_download(url.split("/")[-1])
+    requests.get = lambda url, *args, **kwargs: _Answer(url)
 
 
 def record(case, out):
