@@ -11,8 +11,9 @@ gives ``jax.Array`` and JAX's tracers (hence hybrid's recorded values) these met
   MXNet's meaning: ``reshape`` with MXNet's codes (0, -2, -3, -4 on a non-empty array) or ``reverse=``,
   ``transpose(axes=...)``, reductions with ``exclude=``;
 - ``asnumpy``, ``asscalar``, ``context``/``ctx`` and ``as_in_context`` read as on an NDArray;
-- a write into the array a Parameter's ``data()`` returned (``p.data()[:] += 1``) writes the Parameter;
-- names that need a mutable array (``attach_grad``, ``grad``) raise :class:`ArrayMethodError` (an
+- a write into the array a Parameter's ``data()`` returned (``p.data()[:] += 1``) writes the Parameter, and
+  its ``grad`` is a handle on the Parameter's gradient (``p.data().grad[:] *= s`` scales it);
+- names that need a mutable array (``attach_grad``, ``grad`` of any other array) raise :class:`ArrayMethodError` (an
   ``AttributeError``) saying what to write instead: a ``jax.Array`` is what hybrid's own API gives (a
   Parameter's ``data()``, a block's output inside ``hybrid_forward``); ``mx.nd``/``mx.np`` arrays are
   mutable handles (:mod:`hybrid.mxnet.handle`) that have them.
@@ -182,6 +183,20 @@ def _setitem(self: Any, index: Any, value: Any) -> None:
     owner.set_data(self.at[unwrap(index)].set(value_of(value)))
 
 
+def _grad(self: Any) -> Any:
+    """MXNet's ``p.data().grad``: for the array a Parameter's ``data()`` returned, a handle on the Parameter's
+    gradient (writes into it write the gradient; None when ``grad_req`` is ``'null'``); ArrayMethodError for
+    any other jax.Array."""
+    owner = _OWNERS.get(id(self))
+    if owner is None or owner.own_data is not self:
+        raise ArrayMethodError(f"{type(self).__name__}.grad: {UNAVAILABLE['grad']}")
+    if owner.grad_req == "null":
+        return None
+    from .handle import NDArray, _ParamGrad, ndarray
+    from .numpy_extension import is_np_array
+    return (ndarray if is_np_array() else NDArray)(None, _ParamGrad(owner))
+
+
 def enabled() -> bool:
     """True while the MXNet methods are on JAX's array classes."""
     return bool(_saved)
@@ -208,6 +223,7 @@ def enable() -> None:
             if not hasattr(cls, name):
                 _set(cls, name, value)
     _set(ArrayImpl, "__setitem__", _setitem)
+    _set(ArrayImpl, "grad", property(_grad, doc=_grad.__doc__))
     from ..parameter import Parameter
     _set(Parameter, "data", _reading_data(Parameter.data))
 

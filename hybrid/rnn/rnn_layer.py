@@ -33,10 +33,11 @@ def check_states(states: Any, infos: list[dict]) -> list:
 
 
 def initial_states(who: str, infos: list[dict], func: Callable, ctx: Any, device: Any, kwargs: dict) -> list:
-    """``func(shape, **kwargs)`` per state info, placed on ``ctx``/``device`` (aliases) when one is given."""
+    """``func(shape, **kwargs)`` per state info, placed on ``ctx``/``device`` (aliases) when one is given: a
+    ``jax.Device`` or an object naming one in ``jax_device`` (``hybrid.mxnet.cpu()``, an array's ``ctx``)."""
     if ctx is not None and device is not None:
         raise ValueError(f"{who}.begin_state: give ctx or device, not both")
-    device = ctx if device is None else device
+    device = getattr(ctx if device is None else device, "jax_device", ctx if device is None else device)
     if device is not None and not isinstance(device, jax.Device):
         raise TypeError(f"{who}.begin_state: ctx/device must be a jax.Device (e.g. jax.devices()[0]), "
                         f"got {type(device).__name__}")

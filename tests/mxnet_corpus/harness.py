@@ -187,7 +187,7 @@ def _synthetic_download(name):
     import io
     import zipfile
     if name == "timemachine.txt":
-        return _synthetic_text(11, 400).encode()
+        return _synthetic_text(11, 130).encode()
     if name == "fra-eng.zip":
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w") as archive:
@@ -291,7 +291,7 @@ def _save(tape, out):
                                                                  ("inits", "orders", "observed")},
             "observed_kinds": [v if isinstance(v, str) else "array" for v in tape.observed],
             "losses": tape.losses, "errors": tape.errors}
-    onp.savez(out, __meta__=onp.asarray(json.dumps(meta)), **arrays)
+    onp.savez_compressed(out, __meta__=onp.asarray(json.dumps(meta)), **arrays)
 
 
 def load_reference(path):
