@@ -396,6 +396,29 @@ def compare(tape, reference, rtol=1e-4, atol=1e-5):
     return problems
 
 
+# Cases whose training amplifies float32 rounding, so that MXNet reseeded ends elsewhere too: case ->
+# (losses compared as usual, spread of the final losses). rnn-concise (SGD at lr 1 on one batch an epoch)
+# grows a 1e-6 difference sixfold a step from step 19 and its losses part by up to 10% later; MXNet 1.9.1
+# reseeded (seeds 0-3) gives means of the last 10 losses of 1.953-1.994, within 1.5% of seed 0's 1.981.
+CHAOTIC = {"d2l/chapter_recurrent-neural-networks/rnn-concise": (20, 0.03)}
+
+
+def compare_chaotic(tape, reference, steps, spread, last=10):
+    """:func:`compare` for a case whose training amplifies float32 rounding: the first ``steps`` losses
+    as there, then the mean of the ``last`` losses within ``spread`` (relative) of MXNet's."""
+    import copy
+    head, expected = copy.copy(tape), dict(reference)
+    head.losses, expected["losses"] = tape.losses[:steps], reference["losses"][:steps]
+    problems = compare(head, expected)
+    if len(tape.losses) != len(reference["losses"]):
+        problems.append(f"{len(tape.losses)} backward() calls, MXNet made {len(reference['losses'])}")
+    elif tape.losses:
+        mine, theirs = onp.mean(tape.losses[-last:]), onp.mean(reference["losses"][-last:])
+        if not abs(mine - theirs) <= spread * abs(theirs):
+            problems.append(f"mean of the last {last} losses {mine}, MXNet {theirs} (spread {spread})")
+    return problems
+
+
 def warm_time(case, alias):
     """Seconds of the case's second run in this process (the first compiles, fills caches, imports)."""
     import time
@@ -427,4 +450,8 @@ if __name__ == "__main__":
         record(case, reference_file)
     else:
         run = replay(case, reference_file)
-        print(json.dumps(compare(run, load_reference(reference_file)), indent=1))
+        chaotic = CHAOTIC.get(os.path.relpath(os.path.abspath(case), HERE)[:-3])
+        if chaotic:
+            print(json.dumps(compare_chaotic(run, load_reference(reference_file), *chaotic), indent=1))
+        else:
+            print(json.dumps(compare(run, load_reference(reference_file)), indent=1))
