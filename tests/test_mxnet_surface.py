@@ -139,7 +139,7 @@ def test_a_parameters_data_has_its_gradient_as_a_writable_handle():
     np.testing.assert_allclose(np.asarray(weight.grad()), np.full((2, 3), 4 / norm), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(bias.grad()), np.full((2,), 4 / norm), rtol=1e-6)
     with pytest.raises(AttributeError, match="no .grad"):
-        jnp.ones(2).grad
+        _ = jnp.ones(2).grad
 
 
 def test_contexts():

@@ -38,20 +38,14 @@ SECTIONS = [
     "chapter_recurrent-neural-networks/language-model",
     "chapter_recurrent-neural-networks/rnn-scratch",
     "chapter_recurrent-neural-networks/rnn-concise",
-    "chapter_recurrent-modern/lstm",
-    "chapter_recurrent-modern/gru",
-    "chapter_recurrent-modern/deep-rnn",
     "chapter_recurrent-modern/bi-rnn",
     "chapter_recurrent-modern/machine-translation-and-dataset",
     "chapter_recurrent-modern/encoder-decoder",
-    "chapter_recurrent-modern/seq2seq",
     "chapter_attention-mechanisms-and-transformers/queries-keys-values",
     "chapter_attention-mechanisms-and-transformers/attention-pooling",
     "chapter_attention-mechanisms-and-transformers/attention-scoring-functions",
-    "chapter_attention-mechanisms-and-transformers/bahdanau-attention",
     "chapter_attention-mechanisms-and-transformers/multihead-attention",
     "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding",
-    "chapter_attention-mechanisms-and-transformers/transformer",
 ]
 HERE = os.path.dirname(os.path.abspath(__file__))
 CELL = re.compile(r"^```\{\.python \.input[^}]*\}\n(.*?)^```", re.S | re.M)
