@@ -38,6 +38,7 @@ SECTIONS = [
     "chapter_recurrent-neural-networks/language-model",
     "chapter_recurrent-neural-networks/rnn-scratch",
     "chapter_recurrent-neural-networks/rnn-concise",
+    "chapter_recurrent-modern/gru",
     "chapter_recurrent-modern/bi-rnn",
     "chapter_recurrent-modern/machine-translation-and-dataset",
     "chapter_recurrent-modern/encoder-decoder",
