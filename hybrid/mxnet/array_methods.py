@@ -12,11 +12,11 @@ gives ``jax.Array`` and JAX's tracers (hence hybrid's recorded values) these met
   ``transpose(axes=...)``, reductions with ``exclude=``;
 - ``asnumpy``, ``asscalar``, ``context``/``ctx`` and ``as_in_context`` read as on an NDArray;
 - a write into the array a Parameter's ``data()`` returned (``p.data()[:] += 1``) writes the Parameter, and
-  its ``grad`` is a handle on the Parameter's gradient (``p.data().grad[:] *= s`` scales it);
-- names that need a mutable array (``attach_grad``, ``grad`` of any other array) raise :class:`ArrayMethodError` (an
-  ``AttributeError``) saying what to write instead: a ``jax.Array`` is what hybrid's own API gives (a
-  Parameter's ``data()``, a block's output inside ``hybrid_forward``); ``mx.nd``/``mx.np`` arrays are
-  mutable handles (:mod:`hybrid.mxnet.handle`) that have them.
+  its ``grad`` is the Parameter's ``grad()`` (so ``p.data().grad[:] *= s`` scales the gradient);
+- names that need a mutable array (``attach_grad``, ``grad`` of any other array) raise
+  :class:`ArrayMethodError` (an ``AttributeError``) saying what to write instead: a ``jax.Array`` is what
+  hybrid's own API gives (a Parameter's ``data()``, a block's output inside ``hybrid_forward``);
+  ``mx.nd``/``mx.np`` arrays are mutable handles (:mod:`hybrid.mxnet.handle`) that have them.
 
 ``disable()`` restores JAX's classes as they were.
 """
@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import jax
 
-from .._core.lazy import ArrayImpl, Tracer
+from .._core.lazy import ArrayImpl, LazyArray, Tracer
 
 __all__ = ["ArrayMethodError", "enable", "disable", "enabled", "OPERATOR_METHODS", "UNAVAILABLE"]
 
@@ -155,46 +155,60 @@ def _set(cls: type, name: str, value: Any) -> None:
     setattr(cls, name, value)
 
 
-# id of an array a Parameter's data() returned -> that Parameter (checked by identity on use)
-_OWNERS: dict[int, Any] = {}
+# id of an array a Parameter's data() or grad() returned -> (that Parameter, "data" or "grad"), checked by
+# identity on use
+_OWNERS: dict[int, tuple] = {}
 
 
-def _reading_data(original: Callable) -> Callable:
-    def data(self: Any, *args: Any, **kwargs: Any) -> Any:
+def _reading(original: Callable, kind: str) -> Callable:
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         value = original(self, *args, **kwargs)
-        if type(value) is ArrayImpl:
+        if type(value) is ArrayImpl or type(value) is LazyArray:
             if len(_OWNERS) > 4096:
                 _OWNERS.clear()
-            _OWNERS[id(value)] = self
+            _OWNERS[id(value)] = (self, kind)
         return value
-    data.__doc__ = original.__doc__
-    return data
+    read.__name__ = original.__name__
+    read.__doc__ = original.__doc__
+    return read
+
+
+def write_back(array: Any, value: Any) -> bool:
+    """Replace what ``array`` holds by ``value`` when ``array`` is what a Parameter's ``data()`` or
+    ``grad()`` returned and still holds (MXNet's arrays are the parameter's buffers); False otherwise."""
+    param, kind = _OWNERS.get(id(array), (None, None))
+    if kind == "data" and _same(param.own_data, array):
+        param.set_data(value)
+        return True
+    if kind == "grad" and _same(param.grad(), array):
+        param.set_grad(value)
+        return True
+    return False
+
+
+def _same(current: Any, array: Any) -> bool:
+    """Whether ``current`` is ``array``, or the value ``array`` (a recorded value) was computed as."""
+    return current is array or (type(array) is LazyArray and array._value is not None and current is array._value)
 
 
 def _setitem(self: Any, index: Any, value: Any) -> None:
-    """MXNet's ``p.data()[idx] = v``: a write into the array a Parameter's ``data()`` returned writes the
-    Parameter (other arrays are immutable: JAX's TypeError)."""
+    """MXNet's ``p.data()[idx] = v`` and ``p.grad()[idx] = v``: a write into the array a Parameter's
+    ``data()`` or ``grad()`` returned writes the Parameter (other arrays are immutable: JAX's TypeError)."""
     from .handle import unwrap, value_of
-    owner = _OWNERS.get(id(self))
-    if owner is None or owner.own_data is not self:
-        raise TypeError("this jax.Array is immutable (only the array a Parameter's data() returned writes its "
-                        "Parameter): write x = x.at[idx].set(v), or make a mutable array with mx.nd.array(x) / "
-                        "mx.np.array(x)")
-    owner.set_data(self.at[unwrap(index)].set(value_of(value)))
+    if not write_back(self, self.at[unwrap(index)].set(value_of(value))):
+        raise TypeError("this jax.Array is immutable (only the arrays a Parameter's data() and grad() returned "
+                        "write its Parameter): write x = x.at[idx].set(v), or make a mutable array with "
+                        "mx.nd.array(x) / mx.np.array(x)")
 
 
 def _grad(self: Any) -> Any:
-    """MXNet's ``p.data().grad``: for the array a Parameter's ``data()`` returned, a handle on the Parameter's
-    gradient (writes into it write the gradient; None when ``grad_req`` is ``'null'``); ArrayMethodError for
-    any other jax.Array."""
-    owner = _OWNERS.get(id(self))
-    if owner is None or owner.own_data is not self:
+    """MXNet's ``p.data().grad``: for the array a Parameter's ``data()`` returned, the Parameter's ``grad()``
+    (writes into it write the gradient; None when ``grad_req`` is ``'null'``); ArrayMethodError for any other
+    jax.Array."""
+    param, kind = _OWNERS.get(id(self), (None, None))
+    if kind != "data" or not _same(param.own_data, self):
         raise ArrayMethodError(f"{type(self).__name__}.grad: {UNAVAILABLE['grad']}")
-    if owner.grad_req == "null":
-        return None
-    from .handle import NDArray, _ParamGrad, ndarray
-    from .numpy_extension import is_np_array
-    return (ndarray if is_np_array() else NDArray)(None, _ParamGrad(owner))
+    return None if param.grad_req == "null" else param.grad()
 
 
 def enabled() -> bool:
@@ -223,9 +237,12 @@ def enable() -> None:
             if not hasattr(cls, name):
                 _set(cls, name, value)
     _set(ArrayImpl, "__setitem__", _setitem)
-    _set(ArrayImpl, "grad", property(_grad, doc=_grad.__doc__))
+    _set(LazyArray, "__setitem__", _setitem)
     from ..parameter import Parameter
-    _set(Parameter, "data", _reading_data(Parameter.data))
+    _set(Parameter, "data", _reading(Parameter.data, "data"))
+    _set(Parameter, "grad", _reading(Parameter.grad, "grad"))
+    for cls in (ArrayImpl, LazyArray):
+        _set(cls, "grad", property(_grad, doc=_grad.__doc__))
 
 
 def disable() -> None:
