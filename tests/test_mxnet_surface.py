@@ -3,6 +3,7 @@
 References are NumPy, hand-computed values, and files MXNet 1.9.1 wrote (tests/fixtures/mxnet_surface,
 made by its make_fixtures.py).
 """
+import math
 import os
 import subprocess
 import sys
@@ -33,6 +34,17 @@ def test_creation_functions_follow_mxnet_defaults():
     assert nd.concat(nd.ones((1, 2)), nd.zeros((1, 3))).shape == (1, 5)   # dim=1 by default
     assert nd.stack(nd.ones((2,)), nd.zeros((2,)), axis=1).shape == (2, 2)
     assert isinstance(nd.ones((1,)), nd.NDArray)
+
+
+def test_a_requested_64_bit_dtype_is_held_as_its_32_bit_kind_with_a_warning():
+    """d2l's ``ones(shape, dtype=int64)`` (token indices) runs without JAX's 64-bit mode: held as int32,
+    warned once per dtype."""
+    from hybrid.mxnet.numpy import _dtypes
+    _dtypes._WARNED.discard(np.dtype("int64"))
+    with pytest.warns(UserWarning, match="int64 is held as int32"):
+        x = mx.np.ones((2, 3), dtype=np.int64)
+    assert x.dtype == np.int32 and x.asnumpy().tolist() == [[1, 1, 1], [1, 1, 1]]
+    assert nd.zeros((2,), dtype="int64").dtype == np.int32
 
 
 def test_operators_are_attributes_of_nd():
@@ -110,6 +122,26 @@ def test_random_seed_makes_draws_reproducible():
 
 
 # -- contexts and errors ---------------------------------------------------------------------------
+def test_a_parameters_data_has_its_gradient_as_a_writable_handle():
+    """d2l's gradient clipping: ``p.data().grad`` reads a Parameter's gradient, ``p.data().grad[:] *= s``
+    scales it; any other jax.Array has no .grad."""
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    with autograd.record():
+        y = net(nd.ones((4, 3))).sum()
+    y.backward()
+    params = [p.data() for p in net.collect_params().values()]   # weight (2, 3), bias (2,)
+    norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in params))
+    assert norm == pytest.approx(math.sqrt(6 * 16 + 2 * 16))      # d(sum)/dW = 4 everywhere, d/db = 4
+    for p in params:
+        p.grad[:] *= 1 / norm
+    weight, bias = net.collect_params().values()
+    np.testing.assert_allclose(np.asarray(weight.grad()), np.full((2, 3), 4 / norm), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(bias.grad()), np.full((2,), 4 / norm), rtol=1e-6)
+    with pytest.raises(AttributeError, match="no .grad"):
+        _ = jnp.ones(2).grad
+
+
 def test_contexts():
     assert repr(mx.cpu()) == "cpu(0)" and str(mx.gpu(2)) == "gpu(2)"
     assert mx.cpu() == mx.cpu(0) == mx.context.Context("cpu", 0) and mx.cpu(1) != mx.cpu(0)
@@ -122,6 +154,8 @@ def test_contexts():
     assert nd.zeros((2,), ctx=mx.cpu()).shape == (2,)
     parts = gluon.utils.split_and_load(np.arange(8.0).reshape(4, 2), [mx.cpu()])
     assert len(parts) == 1 and parts[0].devices() == {jax.devices("cpu")[0]}
+    state, = gluon.rnn.RNN(4).begin_state(3, ctx=nd.ones((2,)).ctx)   # d2l: begin_state(n, ctx=inputs.ctx)
+    assert state.shape == (1, 3, 4) and state.devices() == {jax.devices("cpu")[0]}
 
 
 def test_mxnet_error_catches_hybrids_errors():

@@ -11,11 +11,12 @@ gives ``jax.Array`` and JAX's tracers (hence hybrid's recorded values) these met
   MXNet's meaning: ``reshape`` with MXNet's codes (0, -2, -3, -4 on a non-empty array) or ``reverse=``,
   ``transpose(axes=...)``, reductions with ``exclude=``;
 - ``asnumpy``, ``asscalar``, ``context``/``ctx`` and ``as_in_context`` read as on an NDArray;
-- a write into the array a Parameter's ``data()`` returned (``p.data()[:] += 1``) writes the Parameter;
-- names that need a mutable array (``attach_grad``, ``grad``) raise :class:`ArrayMethodError` (an
-  ``AttributeError``) saying what to write instead: a ``jax.Array`` is what hybrid's own API gives (a
-  Parameter's ``data()``, a block's output inside ``hybrid_forward``); ``mx.nd``/``mx.np`` arrays are
-  mutable handles (:mod:`hybrid.mxnet.handle`) that have them.
+- a write into the array a Parameter's ``data()`` returned (``p.data()[:] += 1``) writes the Parameter, and
+  its ``grad`` is the Parameter's ``grad()`` (so ``p.data().grad[:] *= s`` scales the gradient);
+- names that need a mutable array (``attach_grad``, ``grad`` of any other array) raise
+  :class:`ArrayMethodError` (an ``AttributeError``) saying what to write instead: a ``jax.Array`` is what
+  hybrid's own API gives (a Parameter's ``data()``, a block's output inside ``hybrid_forward``);
+  ``mx.nd``/``mx.np`` arrays are mutable handles (:mod:`hybrid.mxnet.handle`) that have them.
 
 ``disable()`` restores JAX's classes as they were.
 """
@@ -200,6 +201,16 @@ def _setitem(self: Any, index: Any, value: Any) -> None:
                         "mx.nd.array(x) / mx.np.array(x)")
 
 
+def _grad(self: Any) -> Any:
+    """MXNet's ``p.data().grad``: for the array a Parameter's ``data()`` returned, the Parameter's ``grad()``
+    (writes into it write the gradient; None when ``grad_req`` is ``'null'``); ArrayMethodError for any other
+    jax.Array."""
+    param, kind = _OWNERS.get(id(self), (None, None))
+    if kind != "data" or not _same(param.own_data, self):
+        raise ArrayMethodError(f"{type(self).__name__}.grad: {UNAVAILABLE['grad']}")
+    return None if param.grad_req == "null" else param.grad()
+
+
 def enabled() -> bool:
     """True while the MXNet methods are on JAX's array classes."""
     return bool(_saved)
@@ -230,6 +241,8 @@ def enable() -> None:
     from ..parameter import Parameter
     _set(Parameter, "data", _reading(Parameter.data, "data"))
     _set(Parameter, "grad", _reading(Parameter.grad, "grad"))
+    for cls in (ArrayImpl, LazyArray):
+        _set(cls, "grad", property(_grad, doc=_grad.__doc__))
 
 
 def disable() -> None:

@@ -34,6 +34,19 @@ SECTIONS = [
     "chapter_convolutional-neural-networks/channels",
     "chapter_convolutional-neural-networks/pooling",
     "chapter_convolutional-neural-networks/lenet",
+    "chapter_recurrent-neural-networks/text-sequence",
+    "chapter_recurrent-neural-networks/language-model",
+    "chapter_recurrent-neural-networks/rnn-scratch",
+    "chapter_recurrent-neural-networks/rnn-concise",
+    "chapter_recurrent-modern/gru",
+    "chapter_recurrent-modern/bi-rnn",
+    "chapter_recurrent-modern/machine-translation-and-dataset",
+    "chapter_recurrent-modern/encoder-decoder",
+    "chapter_attention-mechanisms-and-transformers/queries-keys-values",
+    "chapter_attention-mechanisms-and-transformers/attention-pooling",
+    "chapter_attention-mechanisms-and-transformers/attention-scoring-functions",
+    "chapter_attention-mechanisms-and-transformers/multihead-attention",
+    "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding",
 ]
 HERE = os.path.dirname(os.path.abspath(__file__))
 CELL = re.compile(r"^```\{\.python \.input[^}]*\}\n(.*?)^```", re.S | re.M)

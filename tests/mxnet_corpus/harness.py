@@ -152,6 +152,62 @@ def _install_data_shim(mx):
     vision = mx.gluon.data.vision
     for name in ("MNIST", "FashionMNIST"):
         setattr(vision, name, lambda *args, __mx=mx, **kwargs: _synthetic_images(__mx, *args, **kwargs))
+    _install_text_shim()
+
+
+_WORDS = ("the time traveller said he was in a machine of some kind and we sat looking at it while the "
+          "fire burned there is no difference between time and any of the three dimensions of space except "
+          "that our consciousness moves along it my friend went on with the story").split()
+
+
+def _synthetic_text(seed, words):
+    """Seeded English-like text: ``words`` words of _WORDS in sentences with capitals and punctuation."""
+    rs = onp.random.RandomState(seed)
+    sentences, left = [], words
+    while left > 0:
+        length = min(left, int(rs.randint(3, 12)))
+        sentence = " ".join(_WORDS[i] for i in rs.randint(0, len(_WORDS), size=length))
+        sentences.append(sentence[0].upper() + sentence[1:] + (".", "!", "?", ",")[int(rs.randint(0, 4))])
+        left -= length
+    return "\n".join(" ".join(sentences[i:i + 5]) for i in range(0, len(sentences), 5)) + "\n"
+
+
+def _synthetic_pairs(seed, count):
+    """Seeded ``english\tfrench`` lines as in fra.txt: short sentences, the "French" a word-by-word
+    rendering (each word spelt backwards, plus an e), its punctuation after a narrow no-break space."""
+    rs = onp.random.RandomState(seed)
+    lines = []
+    for _ in range(count):
+        english = [_WORDS[i] for i in rs.randint(0, len(_WORDS), size=int(rs.randint(1, 7)))]
+        mark = (".", "!", "?")[int(rs.randint(0, 3))]
+        french = " ".join(w[::-1] + "e" for w in english)
+        lines.append(f"{' '.join(english).capitalize()}{mark}\t{french.capitalize()}\u202f{mark}")
+    return "\n".join(lines) + "\n"
+
+
+def _synthetic_download(name):
+    """The bytes served for a d2l download: timemachine.txt, fra-eng.zip (fra-eng/fra.txt inside)."""
+    import io
+    import zipfile
+    if name == "timemachine.txt":
+        return _synthetic_text(11, 130).encode()
+    if name == "fra-eng.zip":
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr(zipfile.ZipInfo("fra-eng/fra.txt", (2020, 1, 1, 0, 0, 0)),
+                             _synthetic_pairs(12, 600).encode())
+        return buffer.getvalue()
+    raise RuntimeError(f"harness: no stand-in for the download of {name}")
+
+
+def _install_text_shim():
+    """d2l.download fetches with requests.get: its answer is replaced by the synthetic files."""
+    import requests
+
+    class _Answer:
+        def __init__(self, url):
+            self.content = _synthetic_download(url.split("/")[-1])
+    requests.get = lambda url, *args, **kwargs: _Answer(url)
 
 
 def record(case, out):
@@ -247,7 +303,7 @@ def _save(tape, out):
                                                                  ("inits", "orders", "observed")},
             "observed_kinds": [v if isinstance(v, str) else "array" for v in tape.observed],
             "losses": tape.losses, "errors": tape.errors}
-    onp.savez(out, __meta__=onp.asarray(json.dumps(meta)), **arrays)
+    onp.savez_compressed(out, __meta__=onp.asarray(json.dumps(meta)), **arrays)
 
 
 def load_reference(path):
@@ -352,6 +408,32 @@ def compare(tape, reference, rtol=1e-4, atol=1e-5):
     return problems
 
 
+# Cases whose training amplifies float32 rounding, so that MXNet reseeded ends elsewhere too: case ->
+# (losses compared as usual, spread of the final losses). rnn-concise (SGD at lr 1 on one batch an epoch)
+# grows a 1e-6 difference sixfold a step from step 19 and its losses part by up to 10% later; MXNet 1.9.1
+# reseeded (seeds 0-3) gives means of the last 10 losses of 1.953-1.994, within 1.5% of seed 0's 1.981.
+# gru (SGD at lr 4) agrees to 1e-6 for 33 steps, until a loss spike of the scratch GRU amplifies the
+# difference sixteenfold a step; reseeded MXNet ends the concise GRU's training at 2.109-2.161 (seed 0: 2.115).
+CHAOTIC = {"d2l/chapter_recurrent-neural-networks/rnn-concise": (20, 0.03),
+           "d2l/chapter_recurrent-modern/gru": (35, 0.03)}
+
+
+def compare_chaotic(tape, reference, steps, spread, last=10):
+    """:func:`compare` for a case whose training amplifies float32 rounding: the first ``steps`` losses
+    as there, then the mean of the ``last`` losses within ``spread`` (relative) of MXNet's."""
+    import copy
+    head, expected = copy.copy(tape), dict(reference)
+    head.losses, expected["losses"] = tape.losses[:steps], reference["losses"][:steps]
+    problems = compare(head, expected)
+    if len(tape.losses) != len(reference["losses"]):
+        problems.append(f"{len(tape.losses)} backward() calls, MXNet made {len(reference['losses'])}")
+    elif tape.losses:
+        mine, theirs = onp.mean(tape.losses[-last:]), onp.mean(reference["losses"][-last:])
+        if not abs(mine - theirs) <= spread * abs(theirs):
+            problems.append(f"mean of the last {last} losses {mine}, MXNet {theirs} (spread {spread})")
+    return problems
+
+
 def warm_time(case, alias):
     """Seconds of the case's second run in this process (the first compiles, fills caches, imports)."""
     import time
@@ -442,4 +524,8 @@ if __name__ == "__main__":
         record(case, reference_file)
     else:
         run = replay(case, reference_file)
-        print(json.dumps(compare(run, load_reference(reference_file)), indent=1))
+        chaotic = CHAOTIC.get(os.path.relpath(os.path.abspath(case), HERE)[:-3])
+        if chaotic:
+            print(json.dumps(compare_chaotic(run, load_reference(reference_file), *chaotic), indent=1))
+        else:
+            print(json.dumps(compare(run, load_reference(reference_file)), indent=1))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import warnings
+
 import jax
 import numpy as np
 
@@ -13,16 +15,20 @@ _WIDE = {np.dtype("int64"): np.dtype("int32"), np.dtype("uint64"): np.dtype("uin
 
 
 def default_dtype(dtype: Any, requested: bool = False) -> np.dtype:
-    """``dtype`` as JAX holds it. Without ``jax_enable_x64`` a 64-bit dtype of a source (a NumPy int64 index
-    array) becomes its 32-bit kind, as JAX converts NumPy inputs; a 64-bit dtype the caller ``requested``
-    raises TypeError rather than being narrowed."""
+    """``dtype`` as JAX holds it. Without ``jax_enable_x64`` a 64-bit dtype becomes its 32-bit kind: that of
+    a source (a NumPy int64 index array) silently, as JAX converts NumPy inputs; one the caller
+    ``requested`` (``ones(..., dtype='int64')``) with a warning, once per dtype."""
     dtype = np.dtype(dtype)
     if dtype in _WIDE and not jax.config.jax_enable_x64:
-        if requested:
-            raise TypeError(f"dtype {dtype} needs JAX's 64-bit mode: call jax.config.update('jax_enable_x64', "
-                            f"True) at start-up, or ask for {_WIDE[dtype]}")
+        if requested and dtype not in _WARNED:
+            _WARNED.add(dtype)
+            warnings.warn(f"dtype {dtype} is held as {_WIDE[dtype]} because JAX's 64-bit mode is off (call "
+                          f"jax.config.update('jax_enable_x64', True) at start-up for {dtype})", stacklevel=3)
         return _WIDE[dtype]
     return dtype
+
+
+_WARNED: set[np.dtype] = set()
 
 
 def float_default(dtype: Any) -> np.dtype:
