@@ -14,6 +14,9 @@ import pytest
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mxnet_corpus")
 CASES = sorted(os.path.relpath(p, CORPUS)[:-3] for p in glob.glob(os.path.join(CORPUS, "d2l", "*", "*.py")))
+# Cases whose replay takes more than a minute on one busy core (pytest -m "not slow" leaves them out).
+SLOW = {"d2l/chapter_optimization/minibatch-sgd", "d2l/chapter_optimization/rmsprop", "d2l/chapter_optimization/adam",
+        "d2l/chapter_optimization/adadelta"}
 
 
 def reference_of(case):
@@ -26,7 +29,7 @@ def test_every_case_has_an_mxnet_reference():
     assert not missing, f"record them with MXNet: python harness.py record <case> <reference> ({missing})"
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])
 def test_case_runs_unchanged_and_gives_mxnets_numbers(case, tmp_path):
     env = dict(os.environ, MPLBACKEND="Agg")
     result = subprocess.run([sys.executable, os.path.join(CORPUS, "harness.py"), "replay",
