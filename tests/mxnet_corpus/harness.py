@@ -459,9 +459,8 @@ def _install_download_shim():
 
 
 def _size_stand_ins(case):
-    """The modern CNNs (chapter_convolutional-modern) train ten epochs of batches of 128 images resized to
-    96 or 224 pixels, which on a CPU takes MXNet itself an hour on the usual stand-in: they get one batch of
-    training images and one of test images."""
+    """The modern CNNs (chapter_convolutional-modern) train ten epochs of batches of 128 images, most of them
+    resized to 96 or 224 pixels: they get one batch of training images and one of test images."""
     small = "chapter_convolutional-modern" in case.replace(os.sep, "/")
     STAND_IN_IMAGES.update({True: 128, False: 64} if small else {True: 1200, False: 300})
 
