@@ -16,7 +16,8 @@ CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mxnet_corpus"
 CASES = sorted(os.path.relpath(p, CORPUS)[:-3] for p in glob.glob(os.path.join(CORPUS, "d2l", "*", "*.py")))
 # Cases whose replay takes more than a minute on one busy core (pytest -m "not slow" leaves them out).
 SLOW = {"d2l/chapter_optimization/minibatch-sgd", "d2l/chapter_optimization/rmsprop", "d2l/chapter_optimization/adam",
-        "d2l/chapter_optimization/adadelta", "d2l/chapter_convolutional-modern/batch-norm"}
+        "d2l/chapter_optimization/adadelta", "d2l/chapter_optimization/momentum",
+        "d2l/chapter_convolutional-modern/batch-norm"}
 
 
 def reference_of(case):
