@@ -435,6 +435,11 @@ class Block(Watched, metaclass=_BlockMeta):
         ``get_constant(name, value)`` create parameters of this block as Gluon 1.x's do."""
         return ParameterDict._of_block(self, self._reg_params)
 
+    @property
+    def _params(self) -> ParameterDict:
+        """Gluon 1.x's ``Block._params``: the block's own parameters, as :attr:`params` gives them."""
+        return self.params
+
     def _gluon1_parameter(self, name: str, make: Callable[[str], Parameter],
                           reuse: Callable[[Parameter], None]) -> Parameter:
         """Gluon 1.x's ``self.params.get``: the parameter this block registered as ``name`` (by
@@ -485,13 +490,41 @@ class Block(Watched, metaclass=_BlockMeta):
         pattern = re.compile(select)
         return ParameterDict((name, p) for name, p in found.items() if pattern.match(name))
 
-    def _collect_params_with_prefix(self, prefix: str, out: dict) -> None:
+    def _collect_params_with_prefix(self, prefix: str = "", out: dict | None = None) -> dict:
+        """The parameters of this block and its descendants by structural name (``'features.0.weight'``),
+        each name after ``prefix + '.'`` when ``prefix`` is given, added to ``out`` (a new OrderedDict when
+        None, as Gluon 1.x's ``_collect_params_with_prefix(prefix='')``); returns ``out``."""
+        if out is None:
+            out = OrderedDict()
         if prefix:
             prefix += "."
         for name, param in self._reg_params.items():
             out[prefix + name] = param
         for name, child in self._children.items():
             child._collect_params_with_prefix(prefix + name, out)
+        return out
+
+    def _file_names(self) -> dict[str, str]:
+        """The names parameter files give some of this block's own parameters (attribute name -> name in
+        the file, relative to the block; may be dotted), where they differ from the attribute names; none
+        by default. MXNet 1.x's fused RNN layers save ``l0_i2h_weight`` as ``_unfused.0.i2h_weight``."""
+        return {}
+
+    def _file_params(self) -> dict[str, Parameter]:
+        """All parameters keyed by the names :meth:`save_parameters` writes: the structural names with each
+        block's :meth:`_file_names` applied below its path. Shared parameters appear under each name."""
+        out: dict[str, Parameter] = {}
+        self._collect_file_params("", out)
+        return out
+
+    def _collect_file_params(self, prefix: str, out: dict) -> None:
+        if prefix:
+            prefix += "."
+        renames = self._file_names()
+        for name, param in self._reg_params.items():
+            out[prefix + renames.get(name, name)] = param
+        for name, child in self._children.items():
+            child._collect_file_params(prefix + name, out)
 
     def _warn_unregistered_containers(self) -> None:
         """Gluon's warning, when parameters are collected, for containers that came to hold Blocks after
@@ -762,11 +795,13 @@ class Block(Watched, metaclass=_BlockMeta):
 
     # -- persistence ------------------------------------------------------------------------
     def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
-        """Save all parameters by structural name to ``filename`` (atomic; ``.npz`` format).
+        """Save all parameters by structural name to ``filename`` (atomic; ``.npz`` format, or MXNet's
+        while ``hybrid.mxnet.install()`` is active). A layer may store some of its parameters under MXNet
+        1.x's names (the fused RNN layers: ``_unfused.0.i2h_weight`` for ``l0_i2h_weight``); both names load.
 
         With ``deduplicate``, a shared parameter is stored once, under its first name.
         """
-        save_parameter_file(filename, self.collect_params().items(), f"{type(self).__name__}.save_parameters",
+        save_parameter_file(filename, self._file_params().items(), f"{type(self).__name__}.save_parameters",
                             deduplicate)
 
     def load_parameters(self, filename: str, device: Any = None, allow_missing: bool = False,
@@ -788,7 +823,10 @@ class Block(Watched, metaclass=_BlockMeta):
                           dtype_source: str = "current") -> Callable[[], None]:
         """:meth:`load_parameters` in two phases: read and check everything now (from ``data`` when
         given, the file's bytes), and return the function that applies it (which cannot fail)."""
-        return parameter_file_loader(self.collect_params(), filename, data, device, allow_missing, ignore_extra,
+        params: dict[str, Parameter] = dict(self.collect_params())
+        for name, param in self._file_params().items():  # the names save_parameters writes load too
+            params.setdefault(name, param)
+        return parameter_file_loader(params, filename, data, device, allow_missing, ignore_extra,
                                      cast_dtype, dtype_source, type(self).__name__)
 
     # -- display ---------------------------------------------------------------------------------

@@ -175,6 +175,7 @@ class Parameter(Watched):
         self.grad_state = GradState()
         self._deferred: _init.Initializer | None = None
         self._device: Any = None  # the jax.Device given to initialize / reset_device, if one
+        self._init_name: str | None = name  # the name the initializer sees (Parameter.initialize)
 
     # -- metadata -----------------------------------------------------------
     @property
@@ -281,8 +282,11 @@ class Parameter(Watched):
 
     # -- initialisation -----------------------------------------------------
     def initialize(self, init: Any = None, device: Any = None, default_init: Any = None,
-                   force_reinit: bool = False, ctx: Any = None) -> None:
+                   force_reinit: bool = False, ctx: Any = None, *, name: str | None = None) -> None:
         """Create the data with ``init`` (else the parameter's own init, else ``default_init``).
+
+        ``name`` is the name the initializer is given (``Initializer.for_parameter``): a
+        ``ParameterDict`` passes its key (``'0.weight'``); by default the parameter's own name.
 
         With an unknown shape and ``allow_deferred_init`` the initialisation waits
         for the first forward call. ``device`` (Gluon 1.x: ``ctx``): a ``jax.Device`` (or a list
@@ -299,6 +303,7 @@ class Parameter(Watched):
         self._data = None
         self.grad_state.set(None, False)
         self._device = _single_device(device)
+        self._init_name = self._name if name is None else name
         if not _shape_known(self._shape):
             if not self.allow_deferred_init:
                 raise ValueError(f"Cannot initialize Parameter {self._name!r}: its shape {self._shape} has "
@@ -313,7 +318,7 @@ class Parameter(Watched):
         assert shape is not None  # the callers checked _shape_known(self._shape)
         device = getattr(self, "_device", None)
         with _functional.no_frame(), jax.ensure_compile_time_eval():
-            data = initializer(shape, self._dtype)
+            data = initializer.for_parameter(self._init_name, shape, self._dtype)
             if tuple(data.shape) != self._shape:
                 raise ShapeError(f"initializer {initializer!r} returned shape {tuple(data.shape)} for "
                                  f"Parameter {self._name!r} of shape {self._shape}")
@@ -683,7 +688,7 @@ class ParameterDict(dict):
             if param._data is not None and not force_reinit:
                 skipped += 1
                 continue
-            param.initialize(None, device, default_init=init, force_reinit=force_reinit)
+            param.initialize(None, device, default_init=init, force_reinit=force_reinit, name=name)
             if verbose:
                 used = param.init or _init.create(init) or _init.Uniform()
                 state = "at the first forward call" if param._data is None else "now"

@@ -149,9 +149,9 @@ def test_mxnet_embedding_symbol_and_unknown_operators(tmp_path):
     flat = table[tokens].reshape(2, 4)
     expected = np.exp(flat) / np.exp(flat).sum(1, keepdims=True)
     assert_close(net(tokens), expected)
-    nodes += [node("Custom", "mystery", [4], op_type="x"), node("SVMOutput", "svm", [5])]
+    nodes += [node("Correlation", "mystery", [4]), node("SVMOutput", "svm", [5])]
     sym.write_text(json.dumps({"nodes": nodes, "heads": [[6, 0, 0]]}))
-    with pytest.raises(FormatError, match=r"unsupported MXNet operators: Custom \(x1\), SVMOutput \(x1\)\. "
+    with pytest.raises(FormatError, match=r"unsupported MXNet operators: Correlation \(x1\), SVMOutput \(x1\)\. "
                                           r"hybrid.mxnet.ops.OPERATORS lists"):
         SymbolBlock.imports(str(sym), "data", str(params))
     nodes[2]["attrs"]["input_dim"] = "5; import os"

@@ -13,7 +13,10 @@ import sys
 import pytest
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mxnet_corpus")
-CASES = sorted(os.path.relpath(p, CORPUS)[:-3] for p in glob.glob(os.path.join(CORPUS, "d2l", "*", "*.py")))
+with open(os.path.join(CORPUS, "scripts", "arguments.json")) as _f:  # whole scripts, with their command lines
+    SCRIPT_CASES = sorted("scripts/" + name for name in json.load(_f))
+CASES = sorted(os.path.relpath(p, CORPUS)[:-3] for p in glob.glob(os.path.join(CORPUS, "d2l", "*", "*.py"))) \
+    + SCRIPT_CASES
 # Cases whose replay takes more than a minute on one busy core (pytest -m "not slow" leaves them out).
 SLOW = {"d2l/chapter_optimization/minibatch-sgd", "d2l/chapter_optimization/rmsprop", "d2l/chapter_optimization/adam",
         "d2l/chapter_optimization/adadelta", "d2l/chapter_optimization/momentum",
@@ -26,8 +29,18 @@ def reference_of(case):
 
 def test_every_case_has_an_mxnet_reference():
     assert len(CASES) >= 7
-    missing = [c for c in CASES if not os.path.exists(reference_of(c))]
+    missing = [c for c in CASES
+               if not os.path.exists(reference_of(c)) or not os.path.exists(os.path.join(CORPUS, c + ".py"))]
     assert not missing, f"record them with MXNet: python harness.py record <case> <reference> ({missing})"
+
+
+@pytest.mark.parametrize("case", SCRIPT_CASES)
+def test_a_script_ran_to_its_end_under_mxnet(case):
+    """A script's reference is one run of the whole script: MXNet raised nothing and trained."""
+    sys.path.insert(0, CORPUS)
+    import harness
+    reference = harness.load_reference(reference_of(case))
+    assert reference["errors"] == [] and reference["observed"] == ["-"] and reference["losses"]
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])
@@ -48,5 +61,7 @@ def test_the_alias_page_lists_every_case():
     with open(os.path.join(CORPUS, "..", "..", "docs", "mxnet-alias.md")) as f:
         text = f.read()
     table = text[text.index("<!-- corpus table"):text.index("<!-- end of corpus table -->")]
-    listed = sorted("d2l/" + line.split("`")[1] for line in table.splitlines() if line.startswith("| d2l-en"))
+    listed = sorted(["d2l/" + line.split("`")[1] for line in table.splitlines() if line.startswith("| d2l-en")]
+                    + ["scripts/example_gluon/" + line.split("`")[3].split(".py")[0]
+                       for line in table.splitlines() if line.startswith("| MXNet 1.9.1")])
     assert listed == CASES, "run python tests/mxnet_corpus/report.py"

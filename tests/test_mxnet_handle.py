@@ -108,6 +108,59 @@ def test_a_scratch_step_is_one_program_and_matches_jax_grad():
     assert hybrid_autograd.stats.flushes - flushes == 1  # forward, backward and the in-place updates: one program
 
 
+def _recorded_nodes(fn):
+    """How many nodes ``fn()`` adds to the open recording."""
+    from hybrid._core import context
+    tape = context.current().tape
+    before = len(tape.recording.nodes)
+    fn()
+    return len(tape.recording.nodes) - before
+
+
+def test_an_alias_operation_records_as_one_node_and_keeps_its_gradient():
+    logits = mx.np.array(np.random.RandomState(0).normal(size=(4, 5)).astype(np.float32))
+    labels = mx.np.array([0, 3, 1, 4], dtype="int32")
+    logits.attach_grad()
+    with autograd.record():
+        assert _recorded_nodes(lambda: mx.npx.pick(mx.npx.log_softmax(logits), labels)) == 2
+        loss = -mx.npx.pick(mx.npx.log_softmax(logits), labels).mean() * 2.0
+    loss.backward()
+
+    def reference(z):
+        return -jnp.take_along_axis(jax.nn.log_softmax(z), jnp.asarray([[0], [3], [1], [4]]), 1).mean() * 2.0
+    np.testing.assert_allclose(logits.grad.asnumpy(), jax.grad(reference)(jnp.asarray(logits.asnumpy())),
+                               rtol=1e-6)
+
+
+def test_staged_operations_draw_fresh_randomness_and_a_new_learning_rate_is_no_new_program():
+    x = mx.np.ones((64,))
+    with autograd.record():
+        masks = [mx.npx.dropout(x, p=0.5).asnumpy() for _ in range(2)]
+    assert (masks[0] != masks[1]).any()  # dropout is not frozen into a staged node
+    draws = []
+    for _ in range(2):
+        with autograd.record():
+            draws.append(nd.random.normal(shape=(4,)).asnumpy())
+    assert (draws[0] != draws[1]).any()  # nor is a sampler
+
+    w = mx.np.ones((3,))
+    w.attach_grad()
+    compiles = []
+    for lr in (0.1, 0.2, 0.3):
+        with autograd.record():
+            loss = (w * w).sum()
+        loss.backward()
+        w[:] = w - lr * w.grad
+        before = hybrid_autograd.stats.compiles
+        w.asnumpy()
+        compiles.append(hybrid_autograd.stats.compiles - before)
+    assert compiles[1:] == [0, 0]
+    expected = np.ones(3)
+    for lr in (0.1, 0.2, 0.3):
+        expected = expected - lr * 2 * expected
+    np.testing.assert_allclose(w.asnumpy(), expected, rtol=1e-6)
+
+
 def test_handles_pass_through_jax_transformations_as_pytrees():
     x = nd.arange(4)
     out = jax.jit(lambda h: h * 2)(x)

@@ -75,8 +75,8 @@ def test_missing_inputs_and_unknown_operators_are_named():
         F.foo_bar
     with pytest.raises(AttributeError, match=r"F.contrib.nope: 'nope' is not among"):
         F.contrib.nope
-    with pytest.raises(NotImplementedError, match="MXNet operator 'Custom' is not among the supported"):
-        get_op("Custom")
+    with pytest.raises(NotImplementedError, match="MXNet operator 'Correlation' is not among the supported"):
+        get_op("Correlation")
     assert "box_nms" in dir(F.contrib) and "FullyConnected" in dir(F)
 
 
@@ -337,6 +337,53 @@ def test_control_flow_runs_eagerly_and_under_jit_as_mxnet():
     assert_close(pick(np.array([0])), [0, 0]) and assert_close(pick(np.array([3])), [1, 1])
 
 
+def test_control_flow_bodies_holding_layers_train_eagerly_as_hybridized():
+    """Under ``record()`` an eager foreach/while_loop/cond runs step by step (as MXNet's ``nd`` does), so a
+    layer inside a body records its parameter reads and the gradient is the hybridized one. With W ones,
+    b zeros (Dense's bias initializer) and x ones, foreach gives h_t = 3t (t = 1..4), v = sum_t h_t = 30 per
+    element (sum 180); the while_loop takes rows v, 2v, 4v (sums 180, 360, 720 < 1000; a fourth row of
+    zeros) and ends at 8v; cond takes 2 * 8v. So y = out.sum() + 7 v.sum() + 16 v.sum() = 24 out.sum(), differentiated by jax.grad."""
+    import hybrid.mxnet as mx
+    from hybrid.mxnet import autograd, gluon, nd
+
+    class Net(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.d = gluon.nn.Dense(3, in_units=3)
+
+        def hybrid_forward(self, F, x):
+            def body(xt, states):
+                h = self.d(xt) + states[0]
+                return h, [h]
+            out, _ = F.contrib.foreach(body, x, [F.zeros((2, 3))])
+            (steps,), (last,) = F.contrib.while_loop(lambda v: v.sum() < 1000, lambda v: ([v], [v * 2]),
+                                                  [out.sum(axis=0)], max_iterations=4)
+            picked = F.contrib.cond(last.sum() > 0, lambda: last * 2, lambda: last * 3)
+            return out.sum() + steps.sum() + picked.sum(), steps
+
+    def reference(w, b, x):
+        h, total = jnp.zeros((2, 3)), 0.0
+        for t in range(x.shape[0]):
+            h = x[t] @ w.T + b + h
+            total = total + h.sum()
+        return 24 * total
+
+    x = np.ones((4, 2, 3), np.float32)
+    expected = jax.grad(reference, argnums=(0, 1))(jnp.ones((3, 3)), jnp.zeros(3), jnp.asarray(x))
+    for hybridize in (False, True):
+        net = Net()
+        net.initialize(mx.init.One())
+        if hybridize:
+            net.hybridize()
+        with autograd.record():
+            y, steps = net(nd.array(x))
+        y.backward()
+        assert_close(steps.asnumpy()[:, 0, 0], [30, 60, 120, 0])
+        assert_close(y.asnumpy(), 24 * 180)
+        assert_close(net.d.weight.grad().asnumpy(), expected[0])
+        assert_close(net.d.bias.grad().asnumpy(), expected[1])
+
+
 # -- the importer ----------------------------------------------------------------------------------------------
 def write(tmp_path, nodes, heads, params=None):
     sym, prm = tmp_path / "m-symbol.json", tmp_path / "m-0000.params"
@@ -369,10 +416,11 @@ def test_importer_refuses_references_to_outputs_a_node_does_not_have(tmp_path):
 
 
 def test_unsupported_operators_are_listed_once_with_counts(tmp_path):
-    nodes = [node("null", "data"), node("Custom", "c0", [0]), node("SVMOutput", "s0", [1]),
-             node("Custom", "c1", [2]), node("relu", "r0", [3])]
+    nodes = [node("null", "data"), node("Correlation", "c0", [0]), node("SVMOutput", "s0", [1]),
+             node("Correlation", "c1", [2]), node("relu", "r0", [3])]
     sym, prm = write(tmp_path, nodes, [[4, 0, 0]])
-    with pytest.raises(FormatError, match=r"unsupported MXNet operators: Custom \(x2\), SVMOutput \(x1\)\. ") as info:
+    with pytest.raises(FormatError,
+                       match=r"unsupported MXNet operators: Correlation \(x2\), SVMOutput \(x1\)\. ") as info:
         SymbolBlock.imports(sym, ["data"], prm)
     assert "FullyConnected" not in str(info.value)  # no list of everything supported
 

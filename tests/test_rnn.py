@@ -443,7 +443,7 @@ def _lstmp(rng, input_size=C, hidden=4, projection=2):
 
 def test_lstmp_step_matches_numpy_and_jax_grad(rng):
     cell, x, states = _lstmp(rng)
-    assert list(cell.collect_params()) == ["i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias", "h2r_weight"]
+    assert list(cell.collect_params()) == ["i2h_weight", "h2h_weight", "h2r_weight", "i2h_bias", "h2h_bias"]
     assert cell.h2h_weight.shape == (16, 2) and cell.h2r_weight.shape == (2, 4)
     assert cell.state_info(N) == [{"shape": (N, 2), "__layout__": "NC"}, {"shape": (N, 4), "__layout__": "NC"}]
     out, new_states = cell(x, states)

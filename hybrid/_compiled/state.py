@@ -121,7 +121,7 @@ def load_state(net: Any, state: Mapping) -> None:
 def save_state_file(net: Any, path: str | os.PathLike) -> None:
     """``net.save_state(path)``: the state as ``.safetensors`` (by the extension) or ``.npz``, atomically."""
     from ..formats.params_file import save_parameter_arrays
-    save_parameter_arrays(path, {name: np.asarray(value) for name, value in state_of(net).items()})
+    save_parameter_arrays(path, {name: np.asarray(value) for name, value in state_of(net).items()}, "npz")
 
 
 def load_state_file(net: Any, path: str | os.PathLike) -> None:

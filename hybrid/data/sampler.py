@@ -85,8 +85,8 @@ class IntervalSampler(Sampler):
     def __init__(self, length: int, interval: int, rollover: bool = True):
         self._length = check_count("IntervalSampler", "length", length)
         self._interval = check_count("IntervalSampler", "interval", interval, minimum=1)
-        if self._interval >= self._length:
-            raise ValueError(f"IntervalSampler: interval must be smaller than length, got interval="
+        if self._interval > self._length:
+            raise ValueError(f"IntervalSampler: interval must not exceed length, got interval="
                              f"{self._interval} and length={self._length}")
         self._rollover = bool(rollover)
 

@@ -22,13 +22,15 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
 from .serialization import FormatError
 
-__all__ = ["LIST_MAGIC", "is_mxnet_params", "parse_mxnet_params", "map_mxnet_names", "TargetNames"]
+__all__ = ["LIST_MAGIC", "is_mxnet_params", "parse_mxnet_params", "encode_mxnet_params", "map_mxnet_names",
+           "TargetNames"]
 
 LIST_MAGIC = 0x112
 _V1, _V2, _V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
@@ -37,6 +39,32 @@ _TYPE_FLAGS = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32",
 _MAX_NDIM = 32
 _MAX_ELEMENTS = 2 ** 48
 _STATE_ALIASES = {"running_mean": ("running_mean", "moving_mean"), "running_var": ("running_var", "moving_var")}
+
+
+_FLAGS = {name: flag for flag, name in _TYPE_FLAGS.items()}
+
+
+def encode_mxnet_params(names: Sequence[str], arrays: Sequence[Any], where: str) -> bytes:
+    """The bytes of an MXNet NDArray list (V2 dense arrays on the CPU) holding ``arrays``, named by ``names``
+    (one per array, or none for an unnamed list). A rank-0 array is stored as shape ``(1,)``, as MXNet
+    stores scalars. Raises TypeError, naming ``where``, for a dtype the format has no flag for."""
+    parts = [struct.pack("<QQQ", LIST_MAGIC, 0, len(arrays))]
+    for i, value in enumerate(arrays):
+        array = np.asarray(value)
+        flag = _FLAGS.get(array.dtype.name)
+        if flag is None:
+            raise TypeError(f"{where}: array #{i} has dtype {array.dtype}, which MXNet files cannot hold "
+                            f"({', '.join(_FLAGS)})")
+        if array.ndim == 0:
+            array = array.reshape(1)  # rank 0 means 'none' in MXNet's format
+        parts.append(struct.pack(f"<IiI{array.ndim}q", _V2, 0, array.ndim, *array.shape))
+        parts.append(struct.pack("<iii", 1, 0, flag))
+        parts.append(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes())
+    parts.append(struct.pack("<Q", len(names)))
+    for name in names:
+        raw = name.encode("utf-8")
+        parts.append(struct.pack("<Q", len(raw)) + raw)
+    return b"".join(parts)
 
 
 def is_mxnet_params(head: bytes) -> bool:

@@ -1,5 +1,6 @@
 """Parameter files: hybrid's ``.npz`` format or ``.safetensors`` (chosen by the extension when writing),
-and MXNet's ``.params`` format when reading; formats are detected by content when reading."""
+and MXNet's ``.params`` format (read always, written where :func:`set_write_format` asks for it); formats
+are detected by content when reading."""
 from __future__ import annotations
 
 import os
@@ -7,17 +8,42 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .serialization import FormatError, parse_npz, read_limited, save_arrays
-from .mxnet_params import TargetNames, is_mxnet_params, map_mxnet_names, parse_mxnet_params
+from .serialization import FormatError, atomic_write, parse_npz, read_limited, save_arrays
+from .mxnet_params import TargetNames, encode_mxnet_params, is_mxnet_params, map_mxnet_names, parse_mxnet_params
 from .safetensors_file import is_safetensors_path, looks_like_safetensors, parse_safetensors, save_safetensors
 
-__all__ = ["load_parameter_file", "save_parameter_arrays"]
+__all__ = ["load_parameter_file", "save_parameter_arrays", "set_write_format", "write_format"]
+
+_WRITE_FORMATS = ("npz", "mxnet")
+_write_format = ["npz"]
 
 
-def save_parameter_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
-    """Write ``{name: array}`` atomically: a ``.safetensors`` file when ``path`` ends so, else ``.npz``."""
+def set_write_format(name: str) -> str:
+    """Choose the format of parameter files not named ``.safetensors``: ``'npz'`` (hybrid's, the default)
+    or ``'mxnet'`` (MXNet's ``.params`` format, which MXNet's ``load_parameters`` and ``nd.load`` read).
+    Returns the previous choice. Raises ValueError for another name."""
+    if name not in _WRITE_FORMATS:
+        raise ValueError(f"parameter file format must be one of {_WRITE_FORMATS}, got {name!r}")
+    previous, _write_format[0] = _write_format[0], name
+    return previous
+
+
+def write_format() -> str:
+    """The format :func:`save_parameter_arrays` writes for names other than ``.safetensors``."""
+    return _write_format[0]
+
+
+def save_parameter_arrays(path: str | os.PathLike, arrays: Mapping[str, Any], fmt: str | None = None) -> None:
+    """Write ``{name: array}`` atomically: a ``.safetensors`` file when ``path`` ends so, else in the format
+    ``fmt`` (``'npz'`` or ``'mxnet'``; None: :func:`write_format`, ``.npz`` unless set otherwise). Raises
+    TypeError for a dtype MXNet's format cannot hold when writing it, ValueError for another ``fmt``."""
+    if fmt is not None and fmt not in _WRITE_FORMATS:
+        raise ValueError(f"parameter file format must be one of {_WRITE_FORMATS}, got {fmt!r}")
     if is_safetensors_path(path):
         save_safetensors(path, arrays)
+    elif (fmt or _write_format[0]) == "mxnet":
+        payload = encode_mxnet_params(list(arrays), list(arrays.values()), f"parameter file {os.fspath(path)!r}")
+        atomic_write(path, lambda f: f.write(payload))
     else:
         save_arrays(path, arrays)
 

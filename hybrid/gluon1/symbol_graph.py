@@ -5,7 +5,9 @@ operator names, attribute syntax) and then interpreted by the same operator func
 in ``hybrid_forward``. They call hybrid's big ops, so a hybridized import traces to the same
 ``dense``/``convolution``/... nodes as a native network, works for any batch size, and can be exported
 again in hybrid's format. Operators missing from the table are rejected at import, each named once with
-its count.
+its count. A control-flow node (``_foreach``, ``_while_loop``, ``_cond``) carries its bodies as
+``subgraphs``: graphs of their own whose variables (``arg_nodes``, in order) are the body's inputs; each
+runs as an :class:`MXNetProgram` the operator calls (``OpContext.subgraphs``).
 """
 from __future__ import annotations
 
@@ -22,6 +24,19 @@ from ..formats.symbol_json import ParamSpec
 __all__ = ["MXNetProgram", "import_mxnet"]
 
 # -- the program -------------------------------------------------------------------------------------
+def _unsupported(doc: Any) -> Counter:
+    """The operators of a graph (and its subgraphs) missing from the table, counted."""
+    found: Counter = Counter()
+    for entry in doc.get("nodes", []) if isinstance(doc, dict) else []:
+        if isinstance(entry, dict):
+            op = entry.get("op")
+            if isinstance(op, str) and op != "null" and op not in OPERATORS:
+                found[op] += 1
+            for sub in entry.get("subgraphs", []) if isinstance(entry.get("subgraphs"), list) else []:
+                found.update(_unsupported(sub))
+    return found
+
+
 @dataclass
 class _Node:
     op: str
@@ -30,6 +45,7 @@ class _Node:
     attrs: Attrs
     opdef: Op | None = None  # None for variables
     outputs: int = 1
+    subgraphs: tuple["MXNetProgram", ...] = ()
 
     def used_inputs(self) -> list[tuple[int, int, int]]:
         """(position, source node, output) of the inputs the forward pass reads (labels excluded)."""
@@ -78,7 +94,24 @@ def _parse_nodes(doc: dict, where: str) -> tuple[list[_Node], list[tuple[int, in
         if opdef is not None and not opdef.variadic and len(inputs) > len(opdef.inputs):
             raise FormatError(f"{attrs.where}: {len(inputs)} inputs given, the operator takes at most "
                               f"{len(opdef.inputs)} {list(opdef.inputs)}")
-        nodes.append(_Node(op, entry["name"], inputs, attrs, opdef, outputs))
+        subgraphs = entry.get("subgraphs", [])
+        if not isinstance(subgraphs, list):
+            raise FormatError(f"{at}: 'subgraphs' must be a list of graphs")
+        programs = []
+        for k, sub in enumerate(subgraphs):
+            try:
+                sub_nodes, sub_heads = _parse_nodes(sub, f"{at} subgraph #{k}")
+            except FormatError as exc:
+                if "unsupported MXNet operators" not in str(exc):
+                    raise
+                unknown.update(_unsupported(sub))
+                continue
+            args = sub.get("arg_nodes")
+            if not isinstance(args, list) or not all(type(i) is int and 0 <= i < len(sub_nodes) and
+                                                     sub_nodes[i].op == "null" for i in args):
+                raise FormatError(f"{at} subgraph #{k}: 'arg_nodes' must list its variables")
+            programs.append(MXNetProgram(sub_nodes, sub_heads, [sub_nodes[i].name for i in args]))
+        nodes.append(_Node(op, entry["name"], inputs, attrs, opdef, outputs, tuple(programs)))
     if unknown:
         listed = ", ".join(f"{op} (x{count})" for op, count in unknown.items())
         raise FormatError(f"{where}: unsupported MXNet operators: {listed}. hybrid.mxnet.ops.OPERATORS lists the "
@@ -100,8 +133,12 @@ class MXNetProgram:
     def __call__(self, block: Any, args: tuple) -> Any:
         if len(args) != len(self.data_names):
             raise TypeError(f"expected {len(self.data_names)} input(s) {self.data_names}, got {len(args)}")
-        params = block._reg_params
-        training = autograd.is_training()
+        outputs = self.run(list(args), block._reg_params, autograd.is_training())
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def run(self, args: list, params: Any, training: bool) -> list:
+        """The head values for the data inputs ``args`` (in ``data_names`` order) and ``params`` (the
+        Parameters of the other variables, by name)."""
         values: list[list[Any]] = []
         for node in self.nodes:
             if node.opdef is None:
@@ -121,14 +158,16 @@ class MXNetProgram:
                 inputs = inputs[:len(node.inputs)]
 
             def set_state(position: int, value: Any, node: _Node = node) -> None:
-                params[self.nodes[node.inputs[position][0]].name].set_data(value)
+                name = self.nodes[node.inputs[position][0]].name
+                if name in params:
+                    params[name].set_data(value)
 
-            outs = opdef.fn(inputs, node.attrs, OpContext(training, set_state if opdef.aux else None))
+            subgraphs = tuple((lambda ins, sub=sub: sub.run(list(ins), {}, training)) for sub in node.subgraphs)
+            outs = opdef.fn(inputs, node.attrs, OpContext(training, set_state if opdef.aux else None, subgraphs))
             if len(outs) < node.outputs:
                 raise FormatError(f"{node.attrs.where}: gave {len(outs)} outputs, {node.outputs} expected")
             values.append(outs)
-        outputs = [values[i][k] for i, k in self.heads]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return [values[i][k] for i, k in self.heads]
 
 
 def import_mxnet(cls: type, doc: dict, where: str, input_names: Sequence[str] | None, param_file: Any,

@@ -569,3 +569,20 @@ def rnn_layer(x, h0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, *, mode: st
     return ys, h, c
 
 
+def projected_lstm_layer(x, r0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, h2r_weight, *, reverse: bool = False):
+    """One direction of an LSTM layer with a projection (Sak et al., 2014) over ``x (T, N, C)``: the state fed
+    back and the output are ``r = W_hr (o * tanh(c))``. ``r0 (N, P)``, ``c0 (N, H)``, ``i2h_weight (4H, C)``,
+    ``h2h_weight (4H, P)``, biases ``(4H,)``, ``h2r_weight (P, H)``. Returns ``(outputs (T, N, P), r, c)``."""
+    x_proj = dense.impl(x, i2h_weight, i2h_bias, flatten=False)
+
+    def step(carry, xp):
+        r, c = carry
+        i, f, g, o = jnp.split(xp + r @ h2h_weight.T + h2h_bias, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        r = (jax.nn.sigmoid(o) * jnp.tanh(c)) @ h2r_weight.T
+        return (r, c), r
+
+    (r, c), ys = lax.scan(step, (r0, c0), x_proj, reverse=reverse)
+    return ys, r, c
+
+

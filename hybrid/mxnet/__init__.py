@@ -26,6 +26,7 @@ _SUBMODULES = {
     "recordio": "recordio", "np": "numpy", "numpy": "numpy", "npx": "numpy_extension",
     "numpy_extension": "numpy_extension", "handle": "handle", "image": "image", "io": "io",
     "kv": "kvstore", "kvstore": "kvstore", "profiler": "profiler", "test_utils": "test_utils",
+    "contrib": "contrib", "util": "util",
 }
 # attribute -> (submodule, name in it)
 _NAMES = {

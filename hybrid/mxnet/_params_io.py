@@ -3,39 +3,14 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
-from ..formats.mxnet_params import LIST_MAGIC, is_mxnet_params, parse_mxnet_params
+from ..formats.mxnet_params import encode_mxnet_params, is_mxnet_params, parse_mxnet_params
 from ..formats.serialization import FormatError, atomic_write, read_limited
 
 __all__ = ["save", "load"]
-
-_V2 = 0xF993FAC9
-_FLAGS = {"float32": 0, "float64": 1, "float16": 2, "uint8": 3, "int32": 4, "int8": 5, "int64": 6, "bool": 7,
-          "int16": 8, "uint16": 9, "uint32": 10, "uint64": 11, "bfloat16": 12}
-
-
-def _encode(names: Sequence[str], arrays: Sequence[Any], where: str) -> bytes:
-    parts = [struct.pack("<QQQ", LIST_MAGIC, 0, len(arrays))]
-    for i, value in enumerate(arrays):
-        array = np.asarray(value)
-        flag = _FLAGS.get(array.dtype.name)
-        if flag is None:
-            raise TypeError(f"{where}: array #{i} has dtype {array.dtype}, which MXNet files cannot hold "
-                            f"({', '.join(_FLAGS)})")
-        if array.ndim == 0:
-            array = array.reshape(1)  # rank 0 means 'none' in MXNet's format; MXNet saves scalars as (1,)
-        parts.append(struct.pack(f"<IiI{array.ndim}q", _V2, 0, array.ndim, *array.shape))
-        parts.append(struct.pack("<iii", 1, 0, flag))
-        parts.append(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes())
-    parts.append(struct.pack("<Q", len(names)))
-    for name in names:
-        raw = name.encode("utf-8")
-        parts.append(struct.pack("<Q", len(raw)) + raw)
-    return b"".join(parts)
-
 
 def save(fname: str | os.PathLike, data: Any) -> None:
     """Write an array, a list of arrays or a ``{name: array}`` dict in MXNet's ``.params`` format.
@@ -54,7 +29,7 @@ def save(fname: str | os.PathLike, data: Any) -> None:
     else:
         raise TypeError(f"{where}: expected an array, a list of arrays or a dict of them, got "
                         f"{type(data).__name__}")
-    payload = _encode(names, arrays, where)
+    payload = encode_mxnet_params(names, arrays, where)
     atomic_write(fname, lambda f: f.write(payload))
 
 

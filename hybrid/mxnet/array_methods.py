@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import jax
 
-from .._core.lazy import ArrayImpl, Tracer
+from .._core.lazy import ArrayImpl, LazyArray, Tracer
 
 __all__ = ["ArrayMethodError", "enable", "disable", "enabled", "OPERATOR_METHODS", "UNAVAILABLE"]
 
@@ -154,32 +154,50 @@ def _set(cls: type, name: str, value: Any) -> None:
     setattr(cls, name, value)
 
 
-# id of an array a Parameter's data() returned -> that Parameter (checked by identity on use)
-_OWNERS: dict[int, Any] = {}
+# id of an array a Parameter's data() or grad() returned -> (that Parameter, "data" or "grad"), checked by
+# identity on use
+_OWNERS: dict[int, tuple] = {}
 
 
-def _reading_data(original: Callable) -> Callable:
-    def data(self: Any, *args: Any, **kwargs: Any) -> Any:
+def _reading(original: Callable, kind: str) -> Callable:
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         value = original(self, *args, **kwargs)
-        if type(value) is ArrayImpl:
+        if type(value) is ArrayImpl or type(value) is LazyArray:
             if len(_OWNERS) > 4096:
                 _OWNERS.clear()
-            _OWNERS[id(value)] = self
+            _OWNERS[id(value)] = (self, kind)
         return value
-    data.__doc__ = original.__doc__
-    return data
+    read.__name__ = original.__name__
+    read.__doc__ = original.__doc__
+    return read
+
+
+def write_back(array: Any, value: Any) -> bool:
+    """Replace what ``array`` holds by ``value`` when ``array`` is what a Parameter's ``data()`` or
+    ``grad()`` returned and still holds (MXNet's arrays are the parameter's buffers); False otherwise."""
+    param, kind = _OWNERS.get(id(array), (None, None))
+    if kind == "data" and _same(param.own_data, array):
+        param.set_data(value)
+        return True
+    if kind == "grad" and _same(param.grad(), array):
+        param.set_grad(value)
+        return True
+    return False
+
+
+def _same(current: Any, array: Any) -> bool:
+    """Whether ``current`` is ``array``, or the value ``array`` (a recorded value) was computed as."""
+    return current is array or (type(array) is LazyArray and array._value is not None and current is array._value)
 
 
 def _setitem(self: Any, index: Any, value: Any) -> None:
-    """MXNet's ``p.data()[idx] = v``: a write into the array a Parameter's ``data()`` returned writes the
-    Parameter (other arrays are immutable: JAX's TypeError)."""
+    """MXNet's ``p.data()[idx] = v`` and ``p.grad()[idx] = v``: a write into the array a Parameter's
+    ``data()`` or ``grad()`` returned writes the Parameter (other arrays are immutable: JAX's TypeError)."""
     from .handle import unwrap, value_of
-    owner = _OWNERS.get(id(self))
-    if owner is None or owner.own_data is not self:
-        raise TypeError("this jax.Array is immutable (only the array a Parameter's data() returned writes its "
-                        "Parameter): write x = x.at[idx].set(v), or make a mutable array with mx.nd.array(x) / "
-                        "mx.np.array(x)")
-    owner.set_data(self.at[unwrap(index)].set(value_of(value)))
+    if not write_back(self, self.at[unwrap(index)].set(value_of(value))):
+        raise TypeError("this jax.Array is immutable (only the arrays a Parameter's data() and grad() returned "
+                        "write its Parameter): write x = x.at[idx].set(v), or make a mutable array with "
+                        "mx.nd.array(x) / mx.np.array(x)")
 
 
 def enabled() -> bool:
@@ -208,8 +226,10 @@ def enable() -> None:
             if not hasattr(cls, name):
                 _set(cls, name, value)
     _set(ArrayImpl, "__setitem__", _setitem)
+    _set(LazyArray, "__setitem__", _setitem)
     from ..parameter import Parameter
-    _set(Parameter, "data", _reading_data(Parameter.data))
+    _set(Parameter, "data", _reading(Parameter.data, "data"))
+    _set(Parameter, "grad", _reading(Parameter.grad, "grad"))
 
 
 def disable() -> None:

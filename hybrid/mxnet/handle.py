@@ -27,9 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import autograd as _autograd
-from .._core import scopes as _scopes
+from .._core import context as _context, scopes as _scopes
 from .._core.lazy import LazyArray
 from ..parameter import Parameter
+from ._staged import UNSTAGED, staged_call
 from .base import MXNetError
 from .context import Context, to_device
 
@@ -37,29 +38,78 @@ __all__ = ["NDArray", "ndarray", "wrap", "unwrap", "handle_function", "value_of"
 
 
 def _live_tape(values: Any) -> Any:
-    """The recording a value among ``values`` belongs to, when it is still open and ``record()`` is not
-    active: work on it is staged there too, so that an update written after ``backward()`` (``p[:] = p -
-    lr * p.grad``) runs in the step's one program instead of forcing the recording first."""
+    """The open recording a value among ``values`` belongs to (outside ``record()``): work on it is staged
+    there too, so that an update written after ``backward()`` (``p[:] = p - lr * p.grad``) runs in the
+    step's one program instead of forcing the recording first."""
     for value in values:
-        if type(value) is LazyArray and not value._tape.released and not _autograd.is_recording():
+        if type(value) is LazyArray and not value._tape.released:
             return value._tape
     return None
 
 
-def _computed(fn: Callable, args: tuple, kwargs: dict | None = None) -> Any:
-    """``fn(*args, **kwargs)``, staged on the open recording of a lazy argument (see :func:`_live_tape`)."""
-    tape = _live_tape(args)
-    if tape is None and kwargs:
-        tape = _live_tape(kwargs.values())
-    if tape is None:
-        return fn(*args, **(kwargs or {}))
+def _computed(fn: Callable, args: Any, kwargs: dict | None = None, stable: bool = False,
+              scalars: bool = False) -> Any:
+    """``fn(*args, **kwargs)``; while recording, or on the open recording of a lazy argument (see
+    :func:`_live_tape`), it is recorded there. A ``stable`` function (the same object at every call, pure
+    but for the training flag) is recorded as one node (:mod:`._staged`; ``scalars``: Python numbers are
+    its inputs, not constants)."""
+    ctx = _context.stack.top
+    recording = ctx.mode.recording
+    if recording:
+        tape = ctx.tape
+    else:
+        tape = _live_tape(args)
+        if tape is None and kwargs:
+            tape = _live_tape(kwargs.values())
+        if tape is None:
+            return fn(*args, **kwargs) if kwargs else fn(*args)
+    if stable:
+        result = staged_call(tape, fn, args, kwargs, scalars)
+        if result is not UNSTAGED:
+            return result
+    if recording:
+        return fn(*args, **kwargs) if kwargs else fn(*args)
     with _scopes.recording_on(tape):
-        return fn(*args, **(kwargs or {}))
+        return fn(*args, **kwargs) if kwargs else fn(*args)
 
 
+@functools.lru_cache(maxsize=None)
+def _method_caller(name: str) -> Callable:
+    """``f(x, *args, **kwargs) = x.<name>(*args, **kwargs)``, one function per method name (so that a
+    recorded method call is staged under a stable key)."""
+    def call_method(value: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(value, name)(*args, **kwargs)
+    call_method.__name__ = name
+    return call_method
+
+
+@functools.lru_cache(maxsize=None)
+def _mxnet_operator(name: str) -> Callable:
+    from ..gluon1.ops import F
+    return getattr(F, name)
+
+
+def _array_method(name: str, legacy: bool) -> Callable:
+    """The handle method ``name``: the value's method (``legacy``: MXNet's operator of that name, the value
+    first), staged as one node while recording, returning handles."""
+    caller = _method_caller(name)
+
+    def method(self: "NDArray", *args: Any, **kwargs: Any) -> Any:
+        fn = _mxnet_operator(name) if legacy else caller
+        values = (self.value,) + unwrap(args) if args else (self.value,)
+        return wrap(_computed(fn, values, unwrap(kwargs) if kwargs else None, True), type(self))
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+# jax.Array's computing methods, defined on the handles (the others are reached through __getattr__)
+_ARRAY_METHODS = ("all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "compress",
+                  "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min",
+                  "prod", "ptp", "ravel", "repeat", "reshape", "round", "searchsorted", "sort", "squeeze", "std",
+                  "sum", "swapaxes", "take", "trace", "transpose", "var")
 # methods of MXNet 1.x's NDArray whose meaning differs from jax.Array's (flatten keeps the first axis,
 # arg-reductions and sorts give float32): served by the MXNet operator of that name
-_MXNET_METHODS = frozenset(("flatten", "argmax", "argmin", "argsort", "sort", "topk"))
+_MXNET_METHODS = ("flatten", "argmax", "argmin", "argsort", "sort", "topk")
 
 
 class _ParamData:
@@ -388,19 +438,14 @@ class NDArray:
         """The value's method of that name (MXNet's operator methods included), returning handles."""
         if name.startswith("__"):
             raise AttributeError(name)
-        if self._legacy and name in _MXNET_METHODS:  # MXNet 1.x's meaning where JAX's differs
-            from ..gluon1.ops import F
-            attribute = functools.partial(getattr(F, name), self.value)
-        else:
-            attribute = getattr(self.value, name)
+        attribute = getattr(self.value, name)
         if not callable(attribute):
             return attribute
+        fn = _method_caller(name)
         cls = type(self)
 
         def method(*args: Any, **kwargs: Any) -> Any:
-            # the value leads the arguments so that _computed finds its recording
-            result = _computed(lambda _, *a, **k: attribute(*a, **k), (self.value,) + unwrap(args),
-                               unwrap(kwargs) if kwargs else None)
+            result = _computed(fn, (self.value,) + unwrap(args), unwrap(kwargs) if kwargs else None, stable=True)
             return wrap(result, cls)
         method.__name__ = name
         return method
@@ -439,6 +484,9 @@ class ndarray(NDArray):
 
 
 # -- wrapping and unwrapping ------------------------------------------------------------------------------
+_CONTAINERS = (tuple, list, dict)
+
+
 def value_of(x: Any) -> Any:
     """``x``'s value when it is a handle, else ``x``."""
     return x.value if isinstance(x, NDArray) else x
@@ -455,11 +503,17 @@ def unwrap(tree: Any) -> Any:
     return tree.value if isinstance(tree, NDArray) else tree
 
 
+_ARRAY_TYPES: set = set()  # the concrete types met that are jax.Arrays (isinstance against it is slow)
+
+
 def wrap(tree: Any, cls: type = NDArray) -> Any:
     """``tree`` with every array (also inside lists and tuples) made a new handle of ``cls``."""
-    if isinstance(tree, jax.Array):
-        return cls(tree)
     kind = type(tree)
+    if kind in _ARRAY_TYPES:
+        return cls(tree)
+    if isinstance(tree, jax.Array):
+        _ARRAY_TYPES.add(kind)
+        return cls(tree)
     if kind is list or kind is tuple:
         return kind(wrap(x, cls) for x in tree)
     return tree
@@ -469,7 +523,15 @@ def handle_function(fn: Callable, cls: type = NDArray, name: str | None = None) 
     """``fn`` taking handles or arrays and returning handles of ``cls``; ``out=`` (a handle) receives the
     result, as in MXNet."""
     def call(*args: Any, out: Any = None, **kwargs: Any) -> Any:
-        result = wrap(_computed(fn, unwrap(args), unwrap(kwargs) if kwargs else None), cls)
+        values = [a.value if isinstance(a, NDArray) else unwrap(a) if type(a) in _CONTAINERS else a
+                  for a in args]
+        if kwargs:
+            result = _computed(fn, values, unwrap(kwargs), True)
+        elif _context.stack.top.mode.recording or _live_tape(values) is not None:
+            result = _computed(fn, values, None, True)
+        else:  # eager: the common case, called directly
+            result = fn(*values)
+        result = wrap(result, cls)
         if out is None:
             return result
         if isinstance(out, NDArray):
@@ -490,10 +552,11 @@ def _binary(op: Callable, name: str, reflected: bool = False, comparison: bool =
         elif not isinstance(other, (jax.Array, int, float, bool, complex, np.ndarray, np.generic)):
             return NotImplemented
         value = self.value
-        if type(value) is LazyArray or type(other) is LazyArray:
-            result = _computed(op, (other, value) if reflected else (value, other))
-        else:
-            result = op(other, value) if reflected else op(value, other)
+        args = (other, value) if reflected else (value, other)
+        if _context.stack.top.mode.recording or type(value) is LazyArray or type(other) is LazyArray:
+            result = _computed(op, args, None, True, True)
+        else:  # eager: the common case, called directly
+            result = op(*args)
         if self._legacy and result.dtype != value.dtype and (comparison or value.dtype != np.bool_):
             result = result.astype(value.dtype)  # MXNet 1.x keeps the left operand's dtype
         return type(self)(result)
@@ -502,9 +565,11 @@ def _binary(op: Callable, name: str, reflected: bool = False, comparison: bool =
 
 
 def _inplace(op: Callable, name: str) -> Callable:
+    def in_dtype(a: Any, b: Any) -> Any:
+        return op(a, b).astype(a.dtype)
+
     def method(self: NDArray, other: Any) -> NDArray:
-        value = self.value
-        self._assign(_computed(lambda a, b: op(a, b).astype(a.dtype), (value, value_of(other))))
+        self._assign(_computed(in_dtype, (self.value, value_of(other)), stable=True, scalars=True))
         return self
     method.__name__ = name
     return method
@@ -512,7 +577,7 @@ def _inplace(op: Callable, name: str) -> Callable:
 
 def _unary(op: Callable, name: str) -> Callable:
     def method(self: NDArray) -> NDArray:
-        return type(self)(_computed(op, (self.value,)))
+        return type(self)(_computed(op, (self.value,), stable=True))
     method.__name__ = name
     return method
 
@@ -535,6 +600,13 @@ for _name, _op in {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs
 NDArray.__div__ = NDArray.__truediv__  # type: ignore[attr-defined]
 NDArray.__rdiv__ = NDArray.__rtruediv__  # type: ignore[attr-defined]
 NDArray.__idiv__ = NDArray.__itruediv__  # type: ignore[attr-defined]
+
+
+for _name in _ARRAY_METHODS:
+    setattr(NDArray, _name, _array_method(_name, legacy=_name in _MXNET_METHODS))
+    if _name in _MXNET_METHODS:
+        setattr(ndarray, _name, _array_method(_name, legacy=False))
+NDArray.topk = _array_method("topk", legacy=True)  # type: ignore[attr-defined]
 
 
 def _flatten(handle: NDArray) -> tuple:

@@ -84,12 +84,16 @@ def _interp(interp: int, sizes: tuple = ()) -> int:
                 return 2
             if nh < oh and nw < ow:
                 return 3
-        return 1
+            return 1
+        return 2
     if interp == 10:
         return random.randint(0, 4)
     if interp not in (0, 1, 2, 3, 4):
         raise ValueError(f"mx.image: unknown interpolation code {interp} (0-4, 9 or 10)")
     return interp
+
+
+_get_interp_method = _interp  # the name of mxnet.image.image's helper, which library code imports
 
 
 def imresize(src: Any, w: int, h: int, interp: int = 1, out: Any = None) -> NDArray:

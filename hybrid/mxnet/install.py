@@ -5,6 +5,8 @@ After ``hybrid.mxnet.install()``, ``import mxnet as mx``, ``from mxnet.gluon imp
 MXNet 1.x import unchanged. ``mxnet.X.Y`` maps to the module ``hybrid.mxnet.X.Y``, or to the attribute
 ``Y`` of ``hybrid.mxnet.X`` (an operator namespace such as ``mxnet.ndarray.contrib``) wrapped as a module.
 ``uninstall()`` removes the alias and every ``mxnet.*`` entry it put in ``sys.modules``.
+While installed, parameter files (``save_parameters``, ``ParameterDict.save``) are written in MXNet's
+``.params`` format, so MXNet reads what the code saves (hybrid reads both formats).
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import importlib.machinery
 import sys
 import types
 from typing import Any
+
+from ..formats import params_file
 
 __all__ = ["install", "uninstall", "is_installed"]
 
@@ -35,11 +39,18 @@ class _NamespaceModule(types.ModuleType):
         return dir(object.__getattribute__(self, "_target"))
 
 
+# MXNet 1.x modules whose content hybrid.mxnet keeps in their parent (mxnet.image.image's helpers are in
+# hybrid.mxnet.image)
+_SAME_AS = {"mxnet.image.image": "hybrid.mxnet.image"}
+
+
 def _resolve(fullname: str) -> types.ModuleType | None:
     """The module ``mxnet.a.b`` stands for: the submodule ``b`` of what ``mxnet.a`` stands for (which may be
     a module outside ``hybrid.mxnet``: ``mxnet.gluon.data`` is ``hybrid.data``), else its attribute ``b``."""
     if fullname == _ALIAS:
         return importlib.import_module(_TARGET)
+    if fullname in _SAME_AS:
+        return importlib.import_module(_SAME_AS[fullname])
     parent_alias, _, attribute = fullname.rpartition(".")
     parent = sys.modules.get(parent_alias) or _resolve(parent_alias)
     if parent is None:
@@ -84,6 +95,7 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
 
 
 _finder = _AliasFinder()
+_previous_format = ["npz"]  # the parameter file format before install()
 
 
 def is_installed() -> bool:
@@ -94,7 +106,8 @@ def is_installed() -> bool:
 def install() -> types.ModuleType:
     """Make ``import mxnet`` (and ``mxnet.gluon``, ``mxnet.gluon.nn``, ``mxnet.nd``, ...) give ``hybrid.mxnet``.
 
-    Returns the ``hybrid.mxnet`` module. Idempotent. Raises RuntimeError when the real MXNet is already
+    Parameter files are written in MXNet's format until :func:`uninstall`. Returns the ``hybrid.mxnet``
+    module. Idempotent. Raises RuntimeError when the real MXNet is already
     imported in this process (its modules would be mixed with hybrid's).
     """
     existing = sys.modules.get(_ALIAS)
@@ -104,12 +117,15 @@ def install() -> types.ModuleType:
                            "install the alias before anything imports mxnet, or use 'import hybrid.mxnet as mx'")
     if not is_installed():
         sys.meta_path.insert(0, _finder)
+        _previous_format[0] = params_file.set_write_format("mxnet")
     sys.modules[_ALIAS] = target
     return target
 
 
 def uninstall() -> None:
     """Undo :func:`install`: ``import mxnet`` finds the real package again (or fails if there is none)."""
+    if is_installed():
+        params_file.set_write_format(_previous_format[0])
     while _finder in sys.meta_path:
         sys.meta_path.remove(_finder)
     for name in [n for n in sys.modules if n == _ALIAS or n.startswith(_ALIAS + ".")]:

@@ -10,9 +10,12 @@ An iterator yields :class:`DataBatch` es whose ``data`` and ``label`` are lists 
   in the last bit for about one number in twenty), ``round_batch`` wraps to the start and the next epoch goes
   on from there, and MNISTIter's shuffle is the ``std::shuffle`` over ``std::mt19937(seed)`` MXNet does;
 - :class:`ResizeIter` and :class:`PrefetchingIter` wrap other iterators.
+- :class:`ImageRecordIter` (and MXNet's other names for it) decodes and augments the images of an image
+  RecordIO file, with the machinery of :mod:`hybrid.mxnet.image_record_iter`.
 
-File iterators read their whole file at construction (MXNet streams it); their batches are fresh arrays
-(MXNet's are buffers that a later batch may overwrite).
+CSVIter and MNISTIter read their whole file at construction (MXNet streams it; ImageRecordIter reads the
+records of each batch as it decodes them); the file iterators' batches are fresh arrays (MXNet's are buffers
+that a later batch may overwrite).
 """
 from __future__ import annotations
 
@@ -30,9 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .handle import NDArray
+from .image_record_iter import RecordBatches
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "PrefetchingIter", "NDArrayIter", "MXDataIter",
-           "CSVIter", "MNISTIter"]
+           "CSVIter", "MNISTIter", "ImageRecordIter", "ImageRecordUInt8Iter", "ImageRecordInt8Iter",
+           "ImageRecordIter_v1", "ImageRecordUInt8Iter_v1"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -915,7 +920,7 @@ class MNISTIter(MXDataIter):
                  data_name: str = "data", label_name: str = "softmax_label", **kwargs: Any):
         if args:
             raise TypeError("MNISTIter takes keyword arguments only (image=..., label=..., batch_size=...)")
-        _check_kwargs("MNISTIter", kwargs, ("prefetch_buffer", "ctx"))
+        _check_kwargs("MNISTIter", kwargs, ("prefetch_buffer", "ctx", "input_shape"))  # MXNet ignores input_shape
         if dtype not in (None, "float32"):
             raise ValueError(f"MNISTIter: dtype must be None or 'float32' (MXNet fails for others), got {dtype!r}")
         self._size = _check_batch_size("MNISTIter", batch_size)
@@ -955,3 +960,76 @@ class MNISTIter(MXDataIter):
 
     def _rewind(self) -> None:
         self._position = 0
+
+
+# -- image records -------------------------------------------------------------------------------------------
+class ImageRecordIter(MXDataIter):
+    """Batches of images from an MXNet image RecordIO file, as MXNet 1.9.1's ``mx.io.ImageRecordIter``.
+
+    Keyword arguments only, with MXNet's names and defaults. The main ones:
+
+    - ``path_imgrec`` (the .rec file), ``path_imgidx`` (its .idx: needed for a shuffle in MXNet's
+      indexed order), ``path_imglist`` (labels by image index from a .lst file instead of the records');
+    - ``data_shape`` (C, H, W) with C 1 (grey), 3 (RGB) or 4 (RGBA), ``batch_size``, ``label_width``;
+    - ``shuffle``, ``seed`` (MXNet's order for each seed), ``round_batch``, ``num_parts``/``part_index``;
+    - augmentation: ``resize`` (shorter side), ``rand_crop``, ``rand_mirror``, ``mirror``, ``pad`` and
+      ``fill_value``, ``inter_method``, ``max_crop_size``/``min_crop_size``, ``random_resized_crop`` with
+      ``min/max_random_area`` and ``min/max_aspect_ratio``, ``min/max_random_scale``, ``max_rotate_angle``,
+      ``rotate``, ``max_shear_ratio``, ``min/max_img_size``, ``brightness``, ``contrast``, ``saturation``,
+      ``random_h/s/l``, ``pca_noise``; ``seed_aug`` (default: ``seed``) seeds the random ones;
+    - normalisation: ``mean_r/g/b/a``, ``std_r/g/b/a``, ``scale``, ``mean_img`` (an NDArray file of a
+      (C, H, W) mean; computed over the data and saved there when missing), ``max_random_contrast``,
+      ``max_random_illumination``; ``dtype`` 'float32' (default), 'uint8' (the pixels) or 'int8';
+    - ``preprocess_threads`` (decoding threads), ``prefetch_buffer`` (batches decoded ahead),
+      ``data_name``, ``label_name``.
+
+    A batch's data is (batch_size,) + data_shape, its label float32 (batch_size, label_width), or
+    (batch_size,) for label_width 1; ``getindex()`` gives the records' image ids.
+
+    Raises TypeError for positional, unknown or missing arguments, ValueError for a bad value, a record whose
+    labels do not match ``label_width``, or fewer images than a padded batch needs, FileNotFoundError for a
+    missing file and RecordIOError for a damaged one (each names the file).
+    """
+
+    _who = "ImageRecordIter"
+    _defaults: dict[str, Any] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        if args:
+            raise TypeError(f"{self._who} takes keyword arguments only (path_imgrec=..., data_shape=..., "
+                            f"batch_size=...)")
+        self._batches = RecordBatches(self._who, kwargs, self._defaults)
+        super().__init__(self._batches.params.data_name, self._batches.params.label_name)
+
+    def _read(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray] | None:
+        return self._batches.read()
+
+    def _rewind(self) -> None:
+        self._batches.rewind()
+
+
+class ImageRecordUInt8Iter(ImageRecordIter):
+    """:class:`ImageRecordIter` with ``dtype='uint8'``: the pixels, not normalised (MXNet's deprecated name)."""
+
+    _who = "ImageRecordUInt8Iter"
+    _defaults = {"dtype": "uint8"}
+
+
+class ImageRecordInt8Iter(ImageRecordIter):
+    """:class:`ImageRecordIter` with ``dtype='int8'``: pixels minus the rounded mean, saturated (MXNet's
+    deprecated name)."""
+
+    _who = "ImageRecordInt8Iter"
+    _defaults = {"dtype": "int8"}
+
+
+class ImageRecordIter_v1(ImageRecordIter):
+    """MXNet's older image record iterator, served by :class:`ImageRecordIter`."""
+
+    _who = "ImageRecordIter_v1"
+
+
+class ImageRecordUInt8Iter_v1(ImageRecordUInt8Iter):
+    """MXNet's older uint8 image record iterator, served by :class:`ImageRecordUInt8Iter`."""
+
+    _who = "ImageRecordUInt8Iter_v1"

@@ -45,6 +45,7 @@ __all__ = ["default_context", "set_default_context", "default_dtype", "default_r
            "assert_allclose", "assert_almost_equal_with_err", "assert_almost_equal_ignore_nan", "assert_exception",
            "retry", "numeric_grad", "check_numeric_gradient", "check_symbolic_forward", "check_symbolic_backward",
            "same_array", "collapse_sum_like", "compare_ndarray_tuple", "list_gpus", "download", "get_mnist",
+           "get_mnist_iterator",
            "get_mnist_pkl", "get_mnist_ubyte", "get_cifar10", "environment", "is_cd_run", "is_aarch64_run"]
 
 _default_context: list[Context] = []
@@ -657,6 +658,21 @@ def get_mnist_ubyte() -> None:
                       "test_utils.get_mnist_ubyte")
 
 
+def get_mnist_iterator(batch_size: int, input_shape: Sequence[int], num_parts: int = 1,
+                       part_index: int = 0) -> tuple:
+    """MXNet's MNIST iterators ``(train, val)`` over ``data/``'s ubyte files (see :func:`get_mnist_ubyte`), each
+    an ``MNISTIter`` with its default shuffle (MXNet's order); images flat unless ``input_shape`` has three
+    dimensions."""
+    from .io import MNISTIter
+    get_mnist_ubyte()
+    flat = len(input_shape) != 3
+    train = MNISTIter(image="data/train-images-idx3-ubyte", label="data/train-labels-idx1-ubyte",
+                      batch_size=batch_size, shuffle=True, flat=flat, num_parts=num_parts, part_index=part_index)
+    val = MNISTIter(image="data/t10k-images-idx3-ubyte", label="data/t10k-labels-idx1-ubyte",
+                    batch_size=batch_size, flat=flat, num_parts=num_parts, part_index=part_index)
+    return train, val
+
+
 def get_cifar10() -> None:
     """Make sure ``data/cifar/`` holds ``train.rec``, ``test.rec``, ``train.lst``, ``test.lst``, extracting
     ``data/cifar10.zip`` when they are not there (FileNotFoundError saying where to place it otherwise)."""
@@ -713,8 +729,6 @@ _ABSENT = {
                          "assert_almost_equal",
     "check_speed": "it binds Symbols; time a function with timeit, hybridized blocks with hybrid.inspect",
     "simple_forward": "it binds a Symbol; call the function or Block",
-    "get_mnist_iterator": "hybrid.mxnet has no mx.io.MNISTIter; read the files with get_mnist() and use "
-                          "gluon.data.DataLoader",
     "download_model": "no network calls: place the -symbol.json and .params files yourself and load them with "
                       "gluon.SymbolBlock.imports",
     "rand_sparse_ndarray": "hybrid's arrays are dense",

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 
 from .adamw import check_betas
 from .._core import compat as _compat
-from .optimizer import Optimizer, register
+from .optimizer import Optimizer, one_minus_power, register
 
 __all__ = ["Adam"]
 
@@ -35,5 +35,5 @@ class Adam(Optimizer):
         mean = self.beta1 * mean + (1 - self.beta1) * grad
         var = self.beta2 * var + (1 - self.beta2) * jnp.square(grad)
         tf = t.astype(weight.dtype)
-        step = lr * jnp.sqrt(1 - self.beta2 ** tf) / (1 - self.beta1 ** tf)
+        step = lr * jnp.sqrt(one_minus_power(self.beta2, tf)) / one_minus_power(self.beta1, tf)
         return weight - step * mean / (jnp.sqrt(var) + self.epsilon), (mean, var, t)

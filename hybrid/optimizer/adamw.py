@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .optimizer import Optimizer, register
+from .optimizer import Optimizer, one_minus_power, register
 
 __all__ = ["AdamW", "adam_moments", "check_betas"]
 
@@ -29,7 +29,7 @@ def adam_moments(grad, state: tuple, beta1: float, beta2: float, correct_bias: b
     if not correct_bias:
         return mean, var, (mean, var, t)
     tf = t.astype(grad.dtype)
-    return mean / (1 - beta1 ** tf), var / (1 - beta2 ** tf), (mean, var, t)
+    return mean / one_minus_power(beta1, tf), var / one_minus_power(beta2, tf), (mean, var, t)
 
 
 @register

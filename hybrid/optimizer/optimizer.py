@@ -26,12 +26,25 @@ def register(cls: type) -> type:
     return cls
 
 
+# MXNet 1.9.1's registered optimizers that hybrid leaves out, and what to use instead
+_NOT_PROVIDED = {
+    "lars": "its layer-wise rate needs each parameter's name; use 'lamb', or optax.lars through "
+            "Trainer(params, optax.lars(...))",
+    "lbsgd": "use 'sgd' with an lr_scheduler for the warm-up (hybrid.lr_scheduler), or 'lamb'",
+    "sgld": "its update draws noise; write the step with hybrid.random, or use optax.noisy_sgd",
+    "groupadagrad": "use 'adagrad' (per element), or optax.adagrad",
+    "test": "it is MXNet's optimizer for its own tests (weight += rescale_grad * grad)",
+}
+
+
 def create(name: Any, **kwargs: Any) -> "Optimizer":
     """Instantiate a registered optimizer by name (``'sgd'``, ``'adam'``, ...), or wrap an
     optax ``GradientTransformation`` in :class:`~hybrid.optimizer.Optax`."""
     if not isinstance(name, str) and callable(getattr(name, "init", None)) and callable(getattr(name, "update", None)):
         return _REGISTRY["optax"](name, **kwargs)
     cls = _REGISTRY.get(name.lower()) if isinstance(name, str) else None
+    if cls is None and isinstance(name, str) and name.lower() in _NOT_PROVIDED:
+        raise ValueError(f"optimizer {name!r} (MXNet's) is not provided by hybrid: {_NOT_PROVIDED[name.lower()]}")
     if cls is None:
         raise ValueError(f"unknown optimizer {name!r}; available: {sorted(_REGISTRY)}")
     return cls(**kwargs)
@@ -48,6 +61,15 @@ def _finite(optimizer: Any, name: str, value: Any, minimum: float | None = None)
         bound = f" >= {minimum:g}" if minimum is not None else ""
         raise ValueError(f"{type(optimizer).__name__}: {name} must be a finite number{bound}, got {value}")
     return value
+
+
+def one_minus_power(beta: float, t: jax.Array) -> jax.Array:
+    """``1 - beta**t`` for a step count ``t`` (a float array), accurate in float32 where ``beta`` is near 1
+    (``-expm1(t * log(beta))``, the logarithm taken in double precision on the host: float32's
+    ``1 - 0.999**t`` is off by 1e-5 relative at ``t = 1``)."""
+    if beta <= 0.0:
+        return jnp.ones_like(t)
+    return -jnp.expm1(t * math.log(beta))
 
 
 def _low_precision(dtype: Any) -> bool:

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from .._core import compat as _compat
 from .optimizer import Optimizer, register
 
-__all__ = ["SGD"]
+__all__ = ["SGD", "ccSGD"]
 
 
 @register
@@ -40,6 +40,11 @@ class SGD(Optimizer):
         if self.nesterov:
             return weight + (self.momentum * mom - lr * grad), (mom,)
         return weight + mom * _one_at_run_time(lr), (mom,)
+
+
+@register
+class ccSGD(SGD):  # noqa: N801  (MXNet's name)
+    """MXNet's deprecated name of :class:`SGD`, kept for old scripts."""
 
 
 def _one_at_run_time(lr):

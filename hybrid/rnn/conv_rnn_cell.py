@@ -12,7 +12,7 @@ from ..graph import layer_ops
 from ..nn.basic_layers import as_float, check_positive_int
 from ..parameter import Parameter
 from .rnn_cell import HybridRecurrentCell, _activate, check_activation
-from .rnn_layer import check_states
+from ._states import check_states
 
 __all__ = ["Conv1DRNNCell", "Conv2DRNNCell", "Conv3DRNNCell", "Conv1DLSTMCell", "Conv2DLSTMCell", "Conv3DLSTMCell",
            "Conv1DGRUCell", "Conv2DGRUCell", "Conv3DGRUCell"]

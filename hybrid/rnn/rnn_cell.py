@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..graph import layer_ops
 from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
 from ..parameter import Parameter
-from .rnn_layer import check_states, initial_states
+from ._states import check_states, initial_states
 
 __all__ = ["HybridRecurrentCell", "RNNCell", "LSTMCell", "GRUCell", "LSTMPCell", "SequentialRNNCell",
            "HybridSequentialRNNCell", "BidirectionalCell", "DropoutCell", "ModifierCell", "ResidualCell",
@@ -334,10 +334,13 @@ class LSTMPCell(_GatedCell):
         super().__init__(hidden_size, i2h_weight_initializer, h2h_weight_initializer, i2h_bias_initializer,
                          h2h_bias_initializer, input_size, dtype)
         self._projection_size = int(projection_size)
+        biases = self.i2h_bias, self.h2h_bias
+        del self.i2h_bias, self.h2h_bias  # registered again after h2r_weight: MXNet's order, kept in files
         self.h2h_weight = Parameter("h2h_weight", shape=(4 * hidden_size, projection_size), dtype=dtype,
                                     init=h2h_weight_initializer)
         self.h2r_weight = Parameter("h2r_weight", shape=(projection_size, hidden_size), dtype=dtype,
                                     init=h2r_weight_initializer)
+        self.i2h_bias, self.h2h_bias = biases
 
     @property
     def _output_size(self) -> int:

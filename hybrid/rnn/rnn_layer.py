@@ -5,8 +5,6 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 
 from .. import autograd
 from .. import random as _random
@@ -15,33 +13,10 @@ from ..errors import ShapeError
 from ..graph import layer_ops
 from ..nn.basic_layers import as_float, check_non_negative_int, check_positive_int, check_rate
 from ..parameter import Parameter
+from .rnn_cell import BidirectionalCell, DropoutCell, GRUCell, HybridSequentialRNNCell, LSTMCell, RNNCell
+from ._states import check_states, initial_states
 
 __all__ = ["RNN", "LSTM", "GRU"]
-
-
-def check_states(states: Any, infos: list[dict]) -> list:
-    """``states`` as a list matching ``infos`` (a single array is accepted for one state); ShapeError otherwise."""
-    if isinstance(states, (jax.Array, np.ndarray)):
-        states = [states]
-    states = list(states)
-    expected = [tuple(info["shape"]) for info in infos]
-    got = [tuple(getattr(s, "shape", ())) for s in states]
-    if got != expected:
-        raise ShapeError(f"invalid recurrent states: expected {len(expected)} state(s) of shape(s) {expected}, "
-                         f"got {got}")
-    return states
-
-
-def initial_states(who: str, infos: list[dict], func: Callable, ctx: Any, device: Any, kwargs: dict) -> list:
-    """``func(shape, **kwargs)`` per state info, placed on ``ctx``/``device`` (aliases) when one is given."""
-    if ctx is not None and device is not None:
-        raise ValueError(f"{who}.begin_state: give ctx or device, not both")
-    device = ctx if device is None else device
-    if device is not None and not isinstance(device, jax.Device):
-        raise TypeError(f"{who}.begin_state: ctx/device must be a jax.Device (e.g. jax.devices()[0]), "
-                        f"got {type(device).__name__}")
-    states = [func(info["shape"], **kwargs) for info in infos]
-    return [jax.device_put(s, device) for s in states] if device is not None else states
 
 
 class _RNNLayer(HybridBlock):
@@ -89,6 +64,46 @@ class _RNNLayer(HybridBlock):
                     setattr(self, f"{d}{layer}_{kind}", Parameter(f"{d}{layer}_{kind}", shape=shape, dtype=dtype,
                                                                   init=inits[kind], allow_deferred_init=True))
             in_size = out_size * len(self._directions)
+
+    def _file_names(self) -> dict[str, str]:
+        """MXNet 1.x's names in ``save_parameters`` files: ``_unfused.{layer}.{kind}`` (one direction) or
+        ``_unfused.{layer}.{l|r}_cell.{kind}`` (bidirectional), the names of the cells of :meth:`_unfuse`."""
+        names = {}
+        for name in self._reg_params:
+            direction, rest = name[0], name[1:]
+            layer, kind = rest.split("_", 1)
+            cell = f"{direction}_cell." if len(self._directions) == 2 else ""
+            names[name] = f"_unfused.{layer}.{cell}{kind}"
+        return names
+
+    def _unfuse(self) -> Any:
+        """The layer as a :class:`HybridSequentialRNNCell` of cells (a :class:`BidirectionalCell` per layer
+        when bidirectional, a :class:`DropoutCell` between layers when ``dropout`` > 0) that share this
+        layer's parameters, as MXNet 1.x's ``_unfuse``. Raises NotImplementedError with ``projection_size``."""
+        if self._projection_size:
+            raise NotImplementedError(f"{type(self).__name__}._unfuse: a layer with projection_size has no "
+                                      "unfused form (as in MXNet)")
+        make = {"rnn_relu": lambda **kw: RNNCell(self._hidden_size, activation="relu", **kw),
+                "rnn_tanh": lambda **kw: RNNCell(self._hidden_size, activation="tanh", **kw),
+                "lstm": lambda **kw: LSTMCell(self._hidden_size, **kw),
+                "gru": lambda **kw: GRUCell(self._hidden_size, **kw)}[self._mode]
+        kinds = ("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias")
+
+        def cell(direction: str, layer: int) -> Any:
+            made = make(prefix=f"{direction}{layer}_")
+            for kind in kinds:
+                setattr(made, kind, getattr(self, f"{direction}{layer}_{kind}"))
+            return made
+        stack = HybridSequentialRNNCell(prefix=self.prefix)
+        with stack.name_scope():
+            for layer in range(self._num_layers):
+                if len(self._directions) == 2:
+                    stack.add(BidirectionalCell(cell("l", layer), cell("r", layer)))
+                else:
+                    stack.add(cell("l", layer))
+                if self._dropout and layer < self._num_layers - 1:
+                    stack.add(DropoutCell(self._dropout))
+        return stack
 
     def _param(self, direction: str, layer: int, kind: str) -> jax.Array:
         return getattr(self, f"{direction}{layer}_{kind}").data()
@@ -147,8 +162,9 @@ class _RNNLayer(HybridBlock):
                 index = layer * len(self._directions) + d
                 p = lambda kind, direction=direction, layer=layer: self._param(direction, layer, kind)  # noqa: E731
                 if self._projection_size:
-                    y, h, c = _projected_lstm(x, h0[index], c0[index], p("i2h_weight"), p("h2h_weight"),
-                                              p("i2h_bias"), p("h2h_bias"), p("h2r_weight"), direction == "r")
+                    y, h, c = layer_ops.projected_lstm_layer(x, h0[index], c0[index], p("i2h_weight"),
+                                                             p("h2h_weight"), p("i2h_bias"), p("h2h_bias"),
+                                                             p("h2r_weight"), reverse=direction == "r")
                 else:
                     y, h, c = layer_ops.rnn_layer(x, h0[index], None if c0 is None else c0[index], p("i2h_weight"),
                                                   p("h2h_weight"), p("i2h_bias"), p("h2h_bias"), mode=self._mode,
@@ -168,22 +184,6 @@ class _RNNLayer(HybridBlock):
         extras += ", bidirectional" if len(self._directions) == 2 else ""
         extras += f", dropout={self._dropout}" if self._dropout else ""
         return f"{type(self).__name__}({in_size} -> {self._hidden_size}, {self._layout}{extras})"
-
-
-def _projected_lstm(x, r0, c0, i2h_weight, h2h_weight, i2h_bias, h2h_bias, h2r_weight, reverse: bool):
-    """One direction of an LSTM layer with a projection over ``x (T, N, C)``: the recurrent state and the
-    output are ``r = W_hr (o * tanh(c))``. Returns ``(outputs (T, N, P), r, c)``."""
-    x_proj = layer_ops.dense(x, i2h_weight, i2h_bias, flatten=False)
-
-    def step(carry, xp):
-        r, c = carry
-        i, f, g, o = jnp.split(xp + r @ h2h_weight.T + h2h_bias, 4, axis=-1)
-        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        r = (jax.nn.sigmoid(o) * jnp.tanh(c)) @ h2r_weight.T
-        return (r, c), r
-
-    (r, c), ys = lax.scan(step, (r0, c0), x_proj, reverse=reverse)
-    return ys, r, c
 
 
 _LAYER_DOC = """

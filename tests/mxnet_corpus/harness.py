@@ -15,6 +15,9 @@ fixes what differs between two frameworks' random streams:
 - Python's and NumPy's global generators are seeded alike;
 - downloads (MNIST, Fashion-MNIST) are replaced by the same small synthetic datasets.
 
+A case under ``scripts/`` is a whole script (MXNet's ``example/gluon``), unchanged, run as one cell with
+the command line ``scripts/arguments.json`` gives it (small step counts through the script's own options).
+
 Observed are the cells' values (arrays by value, numbers exactly or to rtol) and the loss of every
 ``backward()`` (its mean), so the per-step losses of a training loop are compared too.
 """
@@ -206,6 +209,13 @@ def record(case, out):
     for cls in (mx.nd.NDArray, mx.np.ndarray):
         if "backward" in vars(cls):
             cls.backward = recording_backward(cls.backward)
+    autograd_backward = mx.autograd.backward
+
+    def recording_autograd_backward(heads, *args, **kwargs):  # autograd.backward(heads): the first head's
+        head = heads[0] if isinstance(heads, (list, tuple)) else heads  # loss, as replay records it
+        tape.losses.append(float(head.mean().asnumpy()))
+        return autograd_backward(heads, *args, **kwargs)
+    mx.autograd.backward = recording_autograd_backward
     _run(case, tape)
     _save(tape, out)
 
@@ -227,6 +237,8 @@ def _run(case, tape):
     _size_stand_ins(case)
     _seed()
     namespace = {"__name__": "__main__", "tab": _Tab()}
+    if script_arguments(case) is not None:
+        return _run_script(case, namespace, tape)
     _exec_cells(cells_of(case), namespace, tape)
 
 
@@ -463,6 +475,65 @@ def _size_stand_ins(case):
     resized to 96 or 224 pixels: they get one batch of training images and one of test images."""
     small = "chapter_convolutional-modern" in case.replace(os.sep, "/")
     STAND_IN_IMAGES.update({True: 128, False: 64} if small else {True: 1200, False: 300})
+
+
+# -- whole scripts (scripts/): MXNet's example/gluon, run as one cell with their command line -------------
+SCRIPTS = os.path.join(HERE, "scripts")
+
+
+def script_arguments(case):
+    """The command-line arguments of a script case (``scripts/arguments.json``), None for a notebook case."""
+    path = os.path.abspath(case)
+    if not path.startswith(SCRIPTS + os.sep):
+        return None
+    with open(os.path.join(SCRIPTS, "arguments.json")) as f:
+        table = json.load(f)
+    return table[os.path.relpath(path, SCRIPTS)[:-3]]
+
+
+def _run_script(case, namespace, tape):
+    """Runs ``case`` as ``python case.py ARGS`` would, in one cell: ``sys.argv`` set, its folder first on
+    ``sys.path`` (for its sibling modules), and the datasets it downloads replaced (``_install_script_data``)."""
+    import mxnet as mx
+    _install_script_data(mx)
+    path = os.path.abspath(case)
+    argv, sys.argv = sys.argv, [os.path.basename(path)] + script_arguments(case)
+    sys.path.insert(0, os.path.dirname(path))
+    namespace["__file__"] = path
+    try:
+        with open(path) as f:
+            code = compile(f.read(), path, "exec")
+        exec(code, namespace)
+        tape.observed.append("-")
+    except (Exception, SystemExit):  # noqa: BLE001  the error is what the comparison reports
+        tape.observed.append("error")
+        tape.errors.append((0, traceback.format_exc(limit=8)))
+    finally:
+        sys.argv = argv
+        sys.path.remove(os.path.dirname(path))
+
+
+def _synthetic_colour_images(mx, train=True, transform=None, **kwargs):
+    """A small stand-in for CIFAR-10: 32x32x3 uint8 images whose class shows in the pixels, int32 labels."""
+    rs = onp.random.RandomState(17 if train else 18)
+    count = 600 if train else 200
+    templates = onp.random.RandomState(16).randint(0, 256, size=(10, 32, 32, 3))
+    labels = rs.randint(0, 10, size=(count,)).astype(onp.int32)
+    noise = rs.randint(0, 256, size=(count, 32, 32, 3))
+    images = (0.7 * templates[labels] + 0.3 * noise).astype(onp.uint8)
+    array = mx.np.array if mx.npx.is_np_array() else mx.nd.array
+    dataset = mx.gluon.data.ArrayDataset(array(images, dtype="uint8"), labels)
+    return dataset if transform is None else dataset.transform(transform)
+
+
+def _install_script_data(mx):
+    """The scripts' downloads: MNIST and Fashion-MNIST (given a root folder first, as scripts do), CIFAR-10."""
+    vision = mx.gluon.data.vision
+    for name, make in (("MNIST", _synthetic_images), ("FashionMNIST", _synthetic_images),
+                       ("CIFAR10", _synthetic_colour_images)):
+        def dataset(root=None, train=True, transform=None, __make=make):
+            return __make(mx, train=train, transform=transform)
+        setattr(vision, name, dataset)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ BEGIN, END = "<!-- corpus table: written by tests/mxnet_corpus/report.py -->", "
 
 
 def cases():
-    return sorted(os.path.relpath(p, HERE)[:-3] for p in glob.glob(os.path.join(HERE, "d2l", "*", "*.py")))
+    with open(os.path.join(HERE, "scripts", "arguments.json")) as f:
+        scripts = sorted("scripts/" + name for name in json.load(f))
+    return sorted(os.path.relpath(p, HERE)[:-3] for p in glob.glob(os.path.join(HERE, "d2l", "*", "*.py"))) + scripts
 
 
 def reference_of(case):
@@ -34,9 +36,13 @@ def row(case):
     lines = run.stdout.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("[")]
     problems = json.loads("\n".join(lines[starts[-1]:])) if run.returncode == 0 and starts else ["did not run"]
-    chapter, section = case.split("/")[1:]
     arrays = sum(isinstance(v, onp.ndarray) for v in reference["observed"])
     status = "agrees" if not problems else f"differs ({len(problems)} problems)"
+    if case.startswith("scripts/"):  # a whole script: its command line instead of cells
+        command = " ".join([case.split("/", 2)[2] + ".py"] + harness.script_arguments(case + ".py"))
+        return (f"| MXNet 1.9.1 `example/gluon` | `{command}` | whole script | {arrays} | "
+                f"{len(reference['losses'])} | {status} |")
+    chapter, section = case.split("/")[1:]
     return (f"| d2l-en | `{chapter}/{section}` | {len(reference['observed'])} | {arrays} | "
             f"{len(reference['losses'])} | {status} |")
 

@@ -6,7 +6,8 @@ calls work on concrete arrays and under tracing) and as the MXNet symbol importe
 """
 from __future__ import annotations
 
-from . import contrib, detection, elementwise, image, index, nn, random, reduce, signatures, tensor  # noqa: F401
+from . import (contrib, custom, detection, elementwise, image, index, nn, random, reduce, rnn,  # noqa: F401
+               signatures, tensor)
 from ._namespace import F, Namespace
 from .control_flow import attach as _attach_control_flow
 from ._registry import OPERATORS, Attrs, Op, OpContext, UnsupportedOperatorError, call_op, get_op, register

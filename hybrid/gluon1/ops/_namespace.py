@@ -62,7 +62,7 @@ def make_caller(op: Op, label: str) -> Callable[..., Any]:
             elif key not in _IGNORED:
                 attrs[key] = value
         if variadic:
-            if not ins:
+            if not ins and names:  # an op declaring no input names takes its inputs by keyword too
                 raise TypeError(f"{where}() needs at least one input array")
         else:
             for i in range(required):

@@ -223,10 +223,13 @@ class OpContext:
     ``training``: training-mode behaviour (Dropout active, BatchNorm batch statistics).
     ``set_state(position, value)``: writes a new value for the input at ``position`` (BatchNorm's running
     statistics); None when nothing receives it (``F`` calls), and then such updates are dropped.
+    ``subgraphs``: a symbol file's subgraphs of a control-flow node, each ``run(inputs: list) -> list of
+    outputs`` (empty for other nodes and for ``F`` calls).
     """
 
     training: bool
     set_state: Callable[[int, Any], None] | None = None
+    subgraphs: tuple[Callable[[list], list], ...] = ()
 
 
 @dataclass(eq=False)
