@@ -278,7 +278,6 @@ def replay(case, reference_path):
     from hybrid._core import gradients
     from hybrid.data import sampler as hybrid_sampler
     from hybrid.parameter import Parameter
-    import jax.numpy as jnp
     reference = load_reference(reference_path)
     tape = Tape(reference)
     _prepare_paths()
@@ -319,7 +318,7 @@ def replay(case, reference_path):
                                f"initialised one of shape {values.shape}")
         # initialised again, to MXNet's value: a deferred init can run inside a traced forward (a
         # HybridSequential's first call), where set_data would store a traced value
-        init_now(self, lambda shape, dtype: jnp.asarray(values, dtype=dtype))
+        init_now(self, _Recorded(values))
     Parameter._init_now = replaying_init
 
     def replaying_iter(self):
@@ -388,6 +387,20 @@ def warm_time(case, alias):
         if tape.errors:
             raise RuntimeError(f"{case}: cell {tape.errors[0][0]} raised:\n{tape.errors[0][1]}")
     return seconds[1]
+
+
+class _Recorded:
+    """An initializer giving MXNet's recorded initial value of a parameter."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __call__(self, shape, dtype="float32"):
+        import jax.numpy as jnp
+        return jnp.asarray(self.values, dtype=dtype)
+
+    def for_parameter(self, name, shape, dtype="float32"):
+        return self(shape, dtype)
 
 
 def _reads_a_timer(expression, namespace):
