@@ -19,6 +19,10 @@ with open(os.path.join(CORPUS, "scripts", "arguments.json")) as _f:  # whole scr
     SCRIPT_CASES = sorted("scripts/" + name for name in json.load(_f))
 CASES = sorted(os.path.relpath(p, CORPUS)[:-3] for p in glob.glob(os.path.join(CORPUS, "d2l", "*", "*.py"))) \
     + SCRIPT_CASES
+# Cases whose replay takes more than a minute on one busy core (pytest -m "not slow" leaves them out).
+SLOW = {"d2l/chapter_optimization/minibatch-sgd", "d2l/chapter_optimization/rmsprop", "d2l/chapter_optimization/adam",
+        "d2l/chapter_optimization/adadelta", "d2l/chapter_optimization/momentum",
+        "d2l/chapter_convolutional-modern/batch-norm"}
 
 
 def reference_of(case):
@@ -41,7 +45,7 @@ def test_a_script_ran_to_its_end_under_mxnet(case):
     assert reference["errors"] == [] and reference["observed"] == ["-"] and reference["losses"]
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])
 def test_case_runs_unchanged_and_gives_mxnets_numbers(case, tmp_path):
     env = dict(os.environ, MPLBACKEND="Agg")
     result = subprocess.run([sys.executable, os.path.join(CORPUS, "harness.py"), "replay",

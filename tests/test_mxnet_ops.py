@@ -259,6 +259,17 @@ def test_f_in_a_block_hybridizes_and_gives_numpy_gradients():
     assert_close(net.weight.grad(), dh.T @ x, 1e-4, 1e-5)
 
 
+def test_f_npx_names_the_table_operators_as_mxnets_numpy_extension():
+    """hybrid_forward code written for npx.set_np() calls F.npx.relu, F.npx.fully_connected, ..."""
+    x, w = rand(2, 3), rand(4, 3)
+    assert_close(F.npx.relu(x), np.maximum(x, 0), 0, 0)
+    assert_close(jax.jit(lambda a: F.npx.relu(a))(x), np.maximum(x, 0), 0, 0)
+    assert_close(F.npx.fully_connected(x, w, num_hidden=4, no_bias=True), x @ w.T, 1e-5, 1e-6)
+    assert "batch_norm" in dir(F.npx)
+    with pytest.raises(AttributeError, match="F.npx.conv9d"):
+        F.npx.conv9d
+
+
 def test_gradients_through_indexing_and_resizing_match_numpy():
     x = rand(3, 4)
     index = np.array([1, 3, 0], np.float32)

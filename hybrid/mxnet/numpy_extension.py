@@ -14,6 +14,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from ..gluon1.ops._namespace import NPX_OPERATORS
 from . import array_methods as _array_methods
 from .context import cpu, current_context, gpu, num_gpus
 from .handle import handle_function, ndarray, unwrap, value_of, wrap
@@ -24,19 +25,8 @@ __all__ = ["set_np", "reset_np", "is_np_array", "is_np_shape", "use_np", "use_np
 
 _array_methods.enable()
 
-# npx name -> MXNet operator of the table
-OPERATORS = {
-    "relu": "relu", "sigmoid": "sigmoid", "softmax": "softmax", "log_softmax": "log_softmax", "one_hot": "one_hot",
-    "pick": "pick", "batch_dot": "batch_dot", "sequence_mask": "SequenceMask", "embedding": "Embedding",
-    "fully_connected": "FullyConnected", "convolution": "Convolution", "deconvolution": "Deconvolution",
-    "pooling": "Pooling", "batch_norm": "BatchNorm", "layer_norm": "LayerNorm", "group_norm": "GroupNorm",
-    "instance_norm": "InstanceNorm", "dropout": "Dropout", "topk": "topk", "gather_nd": "gather_nd",
-    "scatter_nd": "scatter_nd", "activation": "Activation", "leaky_relu": "LeakyReLU", "smooth_l1": "smooth_l1",
-    "erf": "erf", "erfinv": "erfinv", "gamma": "gamma", "gammaln": "gammaln", "reshape_like": "reshape_like",
-    "broadcast_like": "broadcast_like", "stop_gradient": "BlockGrad", "sequence_last": "SequenceLast",
-    "sequence_reverse": "SequenceReverse", "roi_pooling": "ROIPooling", "slice_channel": "split",
-    "softmax_cross_entropy": "softmax_cross_entropy", "cast": "Cast", "sign": "sign", "shape_array": "shape_array",
-}
+# npx name -> MXNet operator of the table (F.npx reads the same table)
+OPERATORS = NPX_OPERATORS
 
 _state = {"array": False, "shape": False}
 

@@ -2,9 +2,9 @@
 
     python extract_d2l.py /path/to/d2l-en
 
-For each section of SECTIONS, the code cells whose ``%%tab`` line names ``mxnet`` or ``all`` (or that have
-no ``%%tab`` line) are written, unchanged, to ``d2l/<chapter>/<section>.py`` with ``# %%`` between cells;
-IPython magics (lines starting with ``%``) are left out. The cells are run notebook-style by harness.py
+For each section of SECTIONS, the code cells whose ``%%tab`` line (or, in older chapters, first ``#@tab``
+line) names ``mxnet`` or ``all`` (or that have no such line) are written, unchanged, to
+``d2l/<chapter>/<section>.py`` with ``# %%`` between cells; IPython magics (lines starting with ``%``) are left out. The cells are run notebook-style by harness.py
 (which gives them d2lbook's ``tab``, whose ``tab.selected(...)`` is true for MXNet).
 """
 import os
@@ -47,6 +47,18 @@ SECTIONS = [
     "chapter_attention-mechanisms-and-transformers/attention-scoring-functions",
     "chapter_attention-mechanisms-and-transformers/multihead-attention",
     "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding",
+    "chapter_optimization/optimization-intro",
+    "chapter_optimization/convexity",
+    "chapter_optimization/gd",
+    "chapter_optimization/minibatch-sgd",
+    "chapter_optimization/momentum",
+    "chapter_optimization/adagrad",
+    "chapter_optimization/rmsprop",
+    "chapter_optimization/adadelta",
+    "chapter_optimization/adam",
+    "chapter_computational-performance/hybridize",
+    "chapter_computational-performance/async-computation",
+    "chapter_convolutional-modern/batch-norm",
 ]
 HERE = os.path.dirname(os.path.abspath(__file__))
 CELL = re.compile(r"^```\{\.python \.input[^}]*\}\n(.*?)^```", re.S | re.M)
@@ -61,6 +73,10 @@ def mxnet_cells(markdown):
             if not tabs & {"mxnet", "all"}:
                 continue
             lines = lines[1:]
+        elif lines and lines[0].startswith("#@tab"):  # the older chapters' mark, a comment that stays in
+            tabs = {t.strip() for t in lines[0][len("#@tab"):].split(",")}
+            if not tabs & {"mxnet", "all"}:
+                continue
         code = "\n".join(line for line in lines if not line.startswith("%"))
         if code.strip() and "tab.interact_select" not in code:
             cells.append(code.rstrip() + "\n")

@@ -90,7 +90,8 @@ def _exec_cells(cells, namespace, tape):
             exec(compile(tree, f"<cell {index}>", "exec"), namespace)
             value = eval(compile(ast.Expression(last.value), f"<cell {index}>", "eval"), namespace) \
                 if last is not None else None
-            tape.observed.append(_numpy(value) if last is not None else "-")
+            tape.observed.append("-" if last is None else "timing" if _reads_a_timer(last.value, namespace)
+                                 else _numpy(value))
         except Exception:  # noqa: BLE001  the error is what the comparison reports
             tape.observed.append("error")
             tape.errors.append((index, traceback.format_exc(limit=6)))
@@ -137,7 +138,7 @@ def _synthetic_images(mx, train=True, transform=None, **kwargs):
     """A small stand-in for MNIST / Fashion-MNIST: 28x28x1 uint8 images whose class shows in the pixels
     (a template per class plus noise), int32 labels; the same arrays under both frameworks."""
     rs = onp.random.RandomState(7 if train else 8)
-    count = 1200 if train else 300
+    count = STAND_IN_IMAGES[bool(train)]
     templates = onp.random.RandomState(6).randint(0, 256, size=(10, 28, 28, 1))
     labels = rs.randint(0, 10, size=(count,)).astype(onp.int32)
     noise = rs.randint(0, 256, size=(count, 28, 28, 1))
@@ -145,6 +146,10 @@ def _synthetic_images(mx, train=True, transform=None, **kwargs):
     array = mx.np.array if mx.npx.is_np_array() else mx.nd.array  # what MXNet's datasets give in each mode
     dataset = mx.gluon.data.ArrayDataset(array(images, dtype="uint8"), labels)
     return dataset if transform is None else dataset.transform(transform)
+
+
+# Images in the MNIST stand-in, for training and for testing (see _size_stand_ins).
+STAND_IN_IMAGES = {True: 1200, False: 300}
 
 
 def _install_data_shim(mx):
@@ -222,7 +227,7 @@ def record(case, out):
             return value
         target = kwargs.get("out")
         shown = value if value is not None else target
-        tape.draws.append((_short(name), shown.asnumpy()))
+        tape.draws.append((_short(name), _kept(tape, shown.asnumpy())))
         return value
     _wrap_samplers([mx.np.random, mx.nd.random, mx.random], on_draw)
 
@@ -240,7 +245,7 @@ def record(case, out):
 
     def recording_init(self, data, ctx_list):
         init_impl(self, data, ctx_list)
-        tape.inits.append(self.data().asnumpy())
+        tape.inits.append(_kept(tape, self.data().asnumpy()))
     mx.gluon.Parameter._init_impl = recording_init
 
     sampler_iter = mx.gluon.data.RandomSampler.__iter__
@@ -250,6 +255,7 @@ def record(case, out):
         tape.orders.append(onp.asarray(order))
         return iter(order)
     mx.gluon.data.RandomSampler.__iter__ = recording_iter
+    _install_download_shim()
 
     def recording_backward(original):
         def backward(self, *args, **kwargs):
@@ -284,6 +290,7 @@ class _Tab:
 
 
 def _run(case, tape):
+    _size_stand_ins(case)
     _seed()
     namespace = {"__name__": "__main__", "tab": _Tab()}
     if script_arguments(case) is not None:
@@ -303,7 +310,7 @@ def _save(tape, out):
                                                                  ("inits", "orders", "observed")},
             "observed_kinds": [v if isinstance(v, str) else "array" for v in tape.observed],
             "losses": tape.losses, "errors": tape.errors}
-    onp.savez_compressed(out, __meta__=onp.asarray(json.dumps(meta)), **arrays)
+    onp.savez_compressed(out, __meta__=onp.asarray(json.dumps(meta)), **arrays)  # the meta text is UCS-4
 
 
 def load_reference(path):
@@ -336,7 +343,9 @@ def replay(case, reference_path):
         if _INITIALISING:  # a custom initializer's draw: the parameter gets MXNet's value afterwards
             return original(*args, **kwargs)
         expected, values = tape.next("draws", name)
-        if _short(name) != expected or (values.shape != original(*args, **kwargs).shape):
+        own = original(*args, **kwargs)
+        values = _unkept_draw(values, own)
+        if _short(name) != expected or (values.shape != own.shape):
             raise RuntimeError(f"harness: draw {tape.cursor['draws'] - 1} is {_short(name)}, MXNet drew "
                                f"{expected} of shape {values.shape}")
         kind = mx.np.array if _short(name).startswith("np") else mx.nd.array
@@ -357,10 +366,15 @@ def replay(case, reference_path):
         finally:
             _INITIALISING.pop()
         values = tape.next("inits", f"parameter {self.name!r}")
+        if values.ndim and values.shape[0] == 0 and values.shape[1:] == tuple(self.shape) and values.size == 0 \
+                and all(self.shape):  # not kept: the parameter keeps hybrid's own initial value
+            return
         if tuple(values.shape) != tuple(self.shape):
             raise RuntimeError(f"harness: parameter {self.name!r} of shape {self.shape} is initialised where MXNet "
                                f"initialised one of shape {values.shape}")
-        self.set_data(values)
+        # initialised again, to MXNet's value: a deferred init can run inside a traced forward (a
+        # HybridSequential's first call), where set_data would store a traced value
+        init_now(self, _Recorded(values))
     Parameter._init_now = replaying_init
 
     def replaying_iter(self):
@@ -374,6 +388,7 @@ def replay(case, reference_path):
         tape.losses.append(float(onp.asarray(head).mean()))
         return backward(heads, *args, **kwargs)
     gradients.backward = hybrid_autograd.backward = recording_backward
+    _install_download_shim()
     _run(case, tape)
     return tape
 
@@ -443,6 +458,7 @@ def warm_time(case, alias):
     import mxnet as mx
     _prepare_paths()
     _install_data_shim(mx)
+    _install_download_shim()
     seconds = []
     for _ in range(2):
         tape = Tape()
@@ -453,6 +469,107 @@ def warm_time(case, alias):
         if tape.errors:
             raise RuntimeError(f"{case}: cell {tape.errors[0][0]} raised:\n{tape.errors[0][1]}")
     return seconds[1]
+
+
+class _Recorded:
+    """An initializer giving MXNet's recorded initial value of a parameter."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __call__(self, shape, dtype="float32"):
+        import jax.numpy as jnp
+        return jnp.asarray(self.values, dtype=dtype)
+
+    def for_parameter(self, name, shape, dtype="float32"):
+        return self(shape, dtype)
+
+
+def _reads_a_timer(expression, namespace):
+    """Whether a cell's last expression reads a clock: ``timer.stop()``, ``timer.avg()``, ... on a ``Timer``
+    (d2l's, or a section's own copy of it). Its value is the seconds some code took, which no two runs share,
+    so it is observed as "timing" and not compared (the cell still has to run)."""
+    if not (isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute)
+            and isinstance(expression.func.value, (ast.Name, ast.Attribute))):
+        return False
+    try:
+        receiver = eval(compile(ast.Expression(expression.func.value), "<timer>", "eval"), namespace)
+    except Exception:  # noqa: BLE001  not a plain name after all: not a timer
+        return False
+    return type(receiver).__name__ == "Timer"
+
+
+# The references stay small (< 1 MB): a draw or initial value of more than KEPT_ANY_SIZE elements is kept
+# only while the kept values come to at most KEPT_BYTES; beyond, it is recorded by shape only
+# (async-computation draws 1000x1000 matrices only to time products of them, hybridize initialises a second
+# network only to time it). Under hybrid such a draw comes from hybrid's own generator and such a parameter
+# keeps hybrid's own initial value: a value computed from one and observed differs from MXNet's, and says so.
+KEPT_ANY_SIZE = 100_000
+KEPT_BYTES = 900_000
+
+
+def _kept(tape, values):
+    kept = getattr(tape, "kept_bytes", 0)
+    if values.size > KEPT_ANY_SIZE and kept + values.nbytes > KEPT_BYTES:
+        return onp.zeros((0,) + values.shape, values.dtype)  # stands for "not kept", with its shape and dtype
+    tape.kept_bytes = kept + values.nbytes
+    return values
+
+
+def _unkept_draw(values, own):
+    """The values to replay: MXNet's, or hybrid's own draw where MXNet's was not kept."""
+    if values.ndim and values.shape[0] == 0 and values.shape[1:] == tuple(own.shape) and own.size:
+        return own.asnumpy().astype(values.dtype)
+    return values
+
+
+# Rows of the synthetic airfoil file. d2l's has 1503 (and reads the first 1500); its training loops evaluate
+# the loss on the whole set every 200 examples, which costs the square of the rows: 300 rows keep each
+# optimisation section's replay within a minute.
+AIRFOIL_ROWS = 300
+
+
+def _synthetic_airfoil():
+    """A stand-in for d2l's airfoil self-noise data: AIRFOIL_ROWS rows of 6 tab-separated columns (frequency,
+    angle, chord length, velocity, displacement thickness, sound pressure), the last a noisy linear function
+    of the others; the same text under both frameworks."""
+    rs = onp.random.RandomState(11)
+    n = AIRFOIL_ROWS
+    columns = [rs.choice([200, 400, 800, 1250, 2000, 3150, 5000, 8000], n).astype(float),
+               onp.round(rs.uniform(0, 22, n), 1), rs.choice([0.0254, 0.0508, 0.1016, 0.1524, 0.2286, 0.3048], n),
+               rs.choice([31.7, 39.6, 55.5, 71.3], n), onp.round(rs.uniform(0.0004, 0.058, n), 6)]
+    features = onp.stack(columns, axis=1)
+    standard = (features - features.mean(0)) / features.std(0)
+    pressure = 125 + standard @ onp.array([-4.0, -2.0, -3.5, 1.5, -2.5]) + rs.normal(0, 3, n)
+    rows = onp.concatenate([features, onp.round(pressure, 3)[:, None]], axis=1)
+    return "".join("\t".join(f"{v:g}" for v in row) + "\n" for row in rows)
+
+
+def _install_download_shim():
+    """``d2l.download('airfoil')`` serves the synthetic airfoil file from a temporary folder; d2l's module
+    is imported here (after the samplers are wrapped, since it binds ``d2l.normal`` and the like)."""
+    import tempfile
+    from d2l import mxnet as d2l_mxnet
+    download = d2l_mxnet.download
+
+    served = {}
+
+    def serving(url, folder="../data", sha1_hash=None):
+        if url == "airfoil" or url.endswith("/airfoil_self_noise.dat"):
+            if "airfoil" not in served:
+                served["airfoil"] = os.path.join(tempfile.mkdtemp(prefix="corpus-data-"), "airfoil_self_noise.dat")
+                with open(served["airfoil"], "w") as f:
+                    f.write(_synthetic_airfoil())
+            return served["airfoil"]
+        return download(url, folder, sha1_hash)
+    d2l_mxnet.download = serving
+
+
+def _size_stand_ins(case):
+    """The modern CNNs (chapter_convolutional-modern) train ten epochs of batches of 128 images, most of them
+    resized to 96 or 224 pixels: they get one batch of training images and one of test images."""
+    small = "chapter_convolutional-modern" in case.replace(os.sep, "/")
+    STAND_IN_IMAGES.update({True: 128, False: 64} if small else {True: 1200, False: 300})
 
 
 # -- whole scripts (scripts/): MXNet's example/gluon, run as one cell with their command line -------------

@@ -4,7 +4,8 @@
 further positional arguments are attributes in MXNet's order, other keywords are attributes given as
 Python values. ``name=``, ``ctx=``, ``out=`` and ``attr=`` are accepted and ignored. One output comes back
 as an array, several as a list. ``F.contrib``, ``F.linalg``, ``F.random`` and ``F.image`` hold the
-operators MXNet files as ``_contrib_*``, ``_linalg_*``, ``_random_*`` and ``_image_*``.
+operators MXNet files as ``_contrib_*``, ``_linalg_*``, ``_random_*`` and ``_image_*``; ``F.npx`` holds them
+under the names of MXNet's NumPy extension (``F.npx.relu``, ``F.npx.fully_connected``).
 """
 from __future__ import annotations
 
@@ -108,5 +109,40 @@ class Namespace:
         return f"<MXNet operator namespace F{'.' + self._label.rstrip('.') if self._label else ''}>"
 
 
+# MXNet's NumPy-extension name (``npx.relu``, ``F.npx.fully_connected``) -> the operator of the table
+NPX_OPERATORS = {
+    "relu": "relu", "sigmoid": "sigmoid", "softmax": "softmax", "log_softmax": "log_softmax", "one_hot": "one_hot",
+    "pick": "pick", "batch_dot": "batch_dot", "sequence_mask": "SequenceMask", "embedding": "Embedding",
+    "fully_connected": "FullyConnected", "convolution": "Convolution", "deconvolution": "Deconvolution",
+    "pooling": "Pooling", "batch_norm": "BatchNorm", "layer_norm": "LayerNorm", "group_norm": "GroupNorm",
+    "instance_norm": "InstanceNorm", "dropout": "Dropout", "topk": "topk", "gather_nd": "gather_nd",
+    "scatter_nd": "scatter_nd", "activation": "Activation", "leaky_relu": "LeakyReLU", "smooth_l1": "smooth_l1",
+    "erf": "erf", "erfinv": "erfinv", "gamma": "gamma", "gammaln": "gammaln", "reshape_like": "reshape_like",
+    "broadcast_like": "broadcast_like", "stop_gradient": "BlockGrad", "sequence_last": "SequenceLast",
+    "sequence_reverse": "SequenceReverse", "roi_pooling": "ROIPooling", "slice_channel": "split",
+    "softmax_cross_entropy": "softmax_cross_entropy", "cast": "Cast", "sign": "sign", "shape_array": "shape_array",
+}
+
+
+class _NpxNamespace(Namespace):
+    """``F.npx``: the operators under MXNet's NumPy-extension names, as ``hybrid_forward`` code written for
+    ``npx.set_np()`` calls them (``F.npx.relu(x)``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        target = NPX_OPERATORS.get(name)
+        if target is None or target not in OPERATORS:
+            raise AttributeError(f"F.npx.{name}: not an operator of MXNet's NumPy extension that hybrid has "
+                                 f"(it has {', '.join(sorted(NPX_OPERATORS))})")
+        caller = make_caller(OPERATORS[target], "npx." + name)
+        self.__dict__[name] = caller
+        return caller
+
+    def __dir__(self) -> list[str]:
+        return sorted(NPX_OPERATORS)
+
+
 F = Namespace("", "", contrib=Namespace("_contrib_", "contrib."), linalg=Namespace("_linalg_", "linalg."),
-              random=Namespace("_random_", "random."), image=Namespace("_image_", "image."))
+              random=Namespace("_random_", "random."), image=Namespace("_image_", "image."),
+              npx=_NpxNamespace("", "npx."))

@@ -20,7 +20,7 @@ from ..handle import ndarray, handle_function, value_of
 from ._dtypes import default_dtype, float_default
 
 __all__ = ["ndarray", "array", "asarray", "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "identity",
-           "zeros_like", "ones_like", "full_like", "empty_like", "random", "linalg"]
+           "zeros_like", "ones_like", "full_like", "empty_like", "genfromtxt", "random", "linalg"]
 
 _array_methods.enable()
 
@@ -103,6 +103,13 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, ctx: Any = 
 def identity(n: int, dtype: Any = None, ctx: Any = None, device: Any = None) -> ndarray:
     """The n x n identity matrix (float32 by default)."""
     return eye(n, dtype=dtype, ctx=ctx, device=device)
+
+
+def genfromtxt(*args: Any, ctx: Any = None, device: Any = None, **kwargs: Any) -> ndarray:
+    """NumPy's ``genfromtxt`` read into an ndarray of the dtype NumPy gives (float64 unless ``dtype`` is
+    given, as MXNet's), placed on ``ctx``."""
+    values = _onp.genfromtxt(*args, **kwargs)
+    return array(values, dtype=values.dtype, ctx=ctx, device=device)
 
 
 def _like(fill: Any) -> Any:
