@@ -6,27 +6,15 @@ must give MXNet's values for every cell and MXNet's loss at every ``backward()``
 training amplifies float32 rounding until MXNet reseeded ends elsewhere too (``harness.CHAOTIC``, with the
 measured spread) compares its first steps so and then its final losses within that spread.
 """
-import glob
-import json
 import os
-import subprocess
 import sys
 
 import pytest
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mxnet_corpus")
-with open(os.path.join(CORPUS, "scripts", "arguments.json")) as _f:  # whole scripts, with their command lines
-    SCRIPT_CASES = sorted("scripts/" + name for name in json.load(_f))
-CASES = sorted(os.path.relpath(p, CORPUS)[:-3] for p in glob.glob(os.path.join(CORPUS, "d2l", "*", "*.py"))) \
-    + SCRIPT_CASES
-# Cases whose replay takes more than a minute on one busy core (pytest -m "not slow" leaves them out).
-SLOW = {"d2l/chapter_optimization/minibatch-sgd", "d2l/chapter_optimization/rmsprop", "d2l/chapter_optimization/adam",
-        "d2l/chapter_optimization/adadelta", "d2l/chapter_optimization/momentum",
-        "d2l/chapter_convolutional-modern/batch-norm"}
-
-
-def reference_of(case):
-    return os.path.join(CORPUS, "references", case.split("/", 1)[1].replace("/", "__") + ".npz")
+sys.path.insert(0, CORPUS)
+import catalogue  # noqa: E402
+from catalogue import CASES, SCRIPT_CASES, reference_of  # noqa: E402
 
 
 def test_every_case_has_an_mxnet_reference():
@@ -39,22 +27,23 @@ def test_every_case_has_an_mxnet_reference():
 @pytest.mark.parametrize("case", SCRIPT_CASES)
 def test_a_script_ran_to_its_end_under_mxnet(case):
     """A script's reference is one run of the whole script: MXNet raised nothing and trained."""
-    sys.path.insert(0, CORPUS)
     import harness
     reference = harness.load_reference(reference_of(case))
     assert reference["errors"] == [] and reference["observed"] == ["-"] and reference["losses"]
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])
+def test_every_case_is_in_one_test_files_group():
+    files = {c: [f for f in catalogue.GROUPS if c in catalogue.cases_of(f)] for c in CASES}
+    assert all(len(f) == 1 for f in files.values()), {c: f for c, f in files.items() if len(f) != 1}
+    here = os.path.dirname(os.path.abspath(__file__))
+    assert all(os.path.exists(os.path.join(here, f)) for f in catalogue.GROUPS)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in catalogue.SLOW else c
+                                  for c in catalogue.cases_of(os.path.basename(__file__))])
 def test_case_runs_unchanged_and_gives_mxnets_numbers(case, tmp_path):
-    env = dict(os.environ, MPLBACKEND="Agg")
-    result = subprocess.run([sys.executable, os.path.join(CORPUS, "harness.py"), "replay",
-                             os.path.join(CORPUS, case + ".py"), reference_of(case)],
-                            capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)  # the files a case writes land there
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.splitlines()
-    start = max(i for i, line in enumerate(lines) if line.startswith("["))
-    problems = json.loads("\n".join(lines[start:]))
+    status, stderr, problems = catalogue.replay(case, tmp_path)
+    assert status == 0, stderr
     assert problems == [], "\n".join(problems)
 
 

@@ -3,39 +3,32 @@ gives MXNet 1.9.1's numbers under hybrid.mxnet (each case replayed in a fresh in
 
     python tests/mxnet_corpus/report.py
 """
-import glob
-import json
 import os
-import subprocess
 import sys
+import tempfile
 
 import numpy as onp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(HERE, "..", "..", "docs", "mxnet-alias.md")
+sys.path.insert(0, HERE)
+import catalogue  # noqa: E402
+from catalogue import reference_of  # noqa: E402
+
 BEGIN, END = "<!-- corpus table: written by tests/mxnet_corpus/report.py -->", "<!-- end of corpus table -->"
 
 
 def cases():
-    with open(os.path.join(HERE, "scripts", "arguments.json")) as f:
-        scripts = sorted("scripts/" + name for name in json.load(f))
-    return sorted(os.path.relpath(p, HERE)[:-3] for p in glob.glob(os.path.join(HERE, "d2l", "*", "*.py"))) + scripts
-
-
-def reference_of(case):
-    return os.path.join(HERE, "references", case.split("/", 1)[1].replace("/", "__") + ".npz")
+    return catalogue.CASES
 
 
 def row(case):
-    sys.path.insert(0, HERE)
     import harness
     reference = harness.load_reference(reference_of(case))
-    run = subprocess.run([sys.executable, os.path.join(HERE, "harness.py"), "replay", case + ".py",
-                          reference_of(case)], capture_output=True, text=True, cwd=HERE,
-                         env=dict(os.environ, MPLBACKEND="Agg"))
-    lines = run.stdout.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("[")]
-    problems = json.loads("\n".join(lines[starts[-1]:])) if run.returncode == 0 and starts else ["did not run"]
+    with tempfile.TemporaryDirectory() as folder:  # the files a case writes land there
+        status, _, problems = catalogue.replay(case, folder)
+    if status != 0:
+        problems = ["did not run"]
     arrays = sum(isinstance(v, onp.ndarray) for v in reference["observed"])
     status = "agrees" if not problems else f"differs ({len(problems)} problems)"
     if case.startswith("scripts/"):  # a whole script: its command line instead of cells

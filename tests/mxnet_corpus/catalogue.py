@@ -1,0 +1,54 @@
+"""The corpus's cases, in the groups the test files run (one file a group, so that pytest's workers share
+them), and the replay of one case in a fresh interpreter."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "scripts", "arguments.json")) as _f:  # whole scripts, with their command lines
+    SCRIPT_CASES = sorted("scripts/" + name for name in json.load(_f))
+CASES = sorted(os.path.relpath(p, HERE)[:-3] for p in glob.glob(os.path.join(HERE, "d2l", "*", "*.py"))) \
+    + SCRIPT_CASES
+# test file -> the d2l chapters (or "scripts") whose cases it runs
+GROUPS = {
+    "test_mxnet_corpus.py": ("chapter_preliminaries", "chapter_linear-regression", "chapter_linear-classification",
+                             "chapter_multilayer-perceptrons", "chapter_builders-guide", "scripts"),
+    "test_mxnet_corpus_vision.py": ("chapter_convolutional-neural-networks", "chapter_convolutional-modern"),
+    "test_mxnet_corpus_sequences.py": ("chapter_recurrent-neural-networks", "chapter_recurrent-modern",
+                                       "chapter_attention-mechanisms-and-transformers"),
+    "test_mxnet_corpus_optimization.py": ("chapter_optimization", "chapter_computational-performance"),
+}
+# Cases whose replay takes more than a minute on one busy core (pytest -m "not slow" leaves them out).
+SLOW = {"d2l/chapter_optimization/minibatch-sgd", "d2l/chapter_optimization/rmsprop", "d2l/chapter_optimization/adam",
+        "d2l/chapter_optimization/adadelta", "d2l/chapter_optimization/momentum",
+        "d2l/chapter_convolutional-modern/batch-norm", "d2l/chapter_recurrent-modern/gru",
+        "d2l/chapter_recurrent-neural-networks/rnn-scratch"}
+
+
+def group_of(case):
+    return case.split("/")[0] if case.startswith("scripts/") else case.split("/")[1]
+
+
+def cases_of(test_file):
+    """The cases ``test_file`` runs."""
+    return [c for c in CASES if group_of(c) in GROUPS[test_file]]
+
+
+def reference_of(case):
+    return os.path.join(HERE, "references", case.split("/", 1)[1].replace("/", "__") + ".npz")
+
+
+def replay(case, cwd):
+    """Replay ``case`` under hybrid.mxnet in a fresh interpreter (files it writes land in ``cwd``); returns
+    (exit status, stderr's tail, the list of differences from MXNet's reference)."""
+    env = dict(os.environ, MPLBACKEND="Agg")
+    result = subprocess.run([sys.executable, os.path.join(HERE, "harness.py"), "replay",
+                             os.path.join(HERE, case + ".py"), reference_of(case)],
+                            capture_output=True, text=True, env=env, timeout=900, cwd=cwd)
+    if result.returncode != 0:
+        return result.returncode, result.stderr[-3000:], None
+    lines = result.stdout.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("["))
+    return 0, "", json.loads("\n".join(lines[start:]))
