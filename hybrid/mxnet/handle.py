@@ -89,6 +89,7 @@ def _mxnet_operator(name: str) -> Callable:
     return getattr(F, name)
 
 
+@functools.lru_cache(maxsize=None)
 def _array_method(name: str, legacy: bool) -> Callable:
     """The handle method ``name``: the value's method (``legacy``: MXNet's operator of that name, the value
     first), staged as one node while recording, returning handles."""
@@ -441,14 +442,7 @@ class NDArray:
         attribute = getattr(self.value, name)
         if not callable(attribute):
             return attribute
-        fn = _method_caller(name)
-        cls = type(self)
-
-        def method(*args: Any, **kwargs: Any) -> Any:
-            result = _computed(fn, (self.value,) + unwrap(args), unwrap(kwargs) if kwargs else None, stable=True)
-            return wrap(result, cls)
-        method.__name__ = name
-        return method
+        return functools.partial(_array_method(name, legacy=False), self)
 
     def __dir__(self) -> list:
         return sorted(set(object.__dir__(self)) | set(dir(self.value)))
