@@ -1,4 +1,4 @@
-"""The corpus cases of d2l's optimisation and computational-performance chapters (see tests/test_mxnet_corpus.py, which checks the corpus as a whole)."""
+"""The corpus cases of d2l's optimisation and computational-performance chapters but the adaptive methods (see tests/test_mxnet_corpus.py, which checks the corpus as a whole)."""
 import os
 import sys
 

@@ -11,7 +11,8 @@ with open(os.path.join(HERE, "scripts", "arguments.json")) as _f:  # whole scrip
     SCRIPT_CASES = sorted("scripts/" + name for name in json.load(_f))
 CASES = sorted(os.path.relpath(p, HERE)[:-3] for p in glob.glob(os.path.join(HERE, "d2l", "*", "*.py"))) \
     + SCRIPT_CASES
-# test file -> the d2l chapters (or "scripts") whose cases it runs
+# test file -> the d2l chapters (or "scripts") whose cases it runs; a section named on its own
+# ("chapter/section") goes to that file rather than its chapter's
 GROUPS = {
     "test_mxnet_corpus.py": ("chapter_preliminaries", "chapter_linear-regression", "chapter_linear-classification",
                              "chapter_multilayer-perceptrons", "chapter_builders-guide", "scripts"),
@@ -19,6 +20,8 @@ GROUPS = {
     "test_mxnet_corpus_sequences.py": ("chapter_recurrent-neural-networks", "chapter_recurrent-modern",
                                        "chapter_attention-mechanisms-and-transformers"),
     "test_mxnet_corpus_optimization.py": ("chapter_optimization", "chapter_computational-performance"),
+    "test_mxnet_corpus_adaptive.py": ("chapter_optimization/rmsprop", "chapter_optimization/adam",
+                                      "chapter_optimization/adadelta", "chapter_optimization/adagrad"),
 }
 # Cases whose replay takes more than a minute on one busy core (pytest -m "not slow" leaves them out).
 SLOW = {"d2l/chapter_optimization/minibatch-sgd", "d2l/chapter_optimization/rmsprop", "d2l/chapter_optimization/adam",
@@ -27,13 +30,20 @@ SLOW = {"d2l/chapter_optimization/minibatch-sgd", "d2l/chapter_optimization/rmsp
         "d2l/chapter_recurrent-neural-networks/rnn-scratch"}
 
 
-def group_of(case):
-    return case.split("/")[0] if case.startswith("scripts/") else case.split("/")[1]
+def file_of(case):
+    """The test file that runs ``case``."""
+    parts = case.split("/")
+    names = [parts[0]] if parts[0] == "scripts" else ["/".join(parts[1:3]), parts[1]]
+    for name in names:
+        for test_file, groups in GROUPS.items():
+            if name in groups:
+                return test_file
+    return None
 
 
 def cases_of(test_file):
     """The cases ``test_file`` runs."""
-    return [c for c in CASES if group_of(c) in GROUPS[test_file]]
+    return [c for c in CASES if file_of(c) == test_file]
 
 
 def reference_of(case):
