@@ -53,10 +53,9 @@ def _computed(fn: Callable, args: Any, kwargs: dict | None = None, stable: bool 
     :func:`_live_tape`), it is recorded there. A ``stable`` function (the same object at every call, pure
     but for the training flag) is recorded as one node (:mod:`._staged`; ``scalars``: Python numbers are
     its inputs, not constants)."""
-    ctx = _context.stack.top
-    recording = ctx.mode.recording
+    recording = _autograd.is_recording()
     if recording:
-        tape = ctx.tape
+        tape = _context.stack.top.tape
     else:
         tape = _live_tape(args)
         if tape is None and kwargs:
@@ -520,7 +519,7 @@ def handle_function(fn: Callable, cls: type = NDArray, name: str | None = None) 
         out = kwargs.pop("out", None) if kwargs else None
         values = [a.value if isinstance(a, NDArray) else unwrap(a) if type(a) in _CONTAINERS else a
                   for a in args]
-        if kwargs or _context.stack.top.mode.recording or _live_tape(values) is not None:
+        if kwargs or _autograd.is_recording() or _live_tape(values) is not None:
             result = _computed(fn, values, unwrap(kwargs) if kwargs else None, True)
         else:  # eager: the common case, called directly
             result = fn(*values)
@@ -546,7 +545,7 @@ def _binary(op: Callable, name: str, reflected: bool = False, comparison: bool =
             return NotImplemented
         value = self.value
         args = (other, value) if reflected else (value, other)
-        if _context.stack.top.mode.recording or type(value) is LazyArray or type(other) is LazyArray:
+        if _autograd.is_recording() or type(value) is LazyArray or type(other) is LazyArray:
             result = _computed(op, args, None, True, True)
         else:  # eager: the common case, called directly
             result = op(*args)
