@@ -38,12 +38,9 @@ def test_every_case_is_run_by_a_test_file():
     assert all(os.path.exists(os.path.join(here, f)) for f in catalogue.GROUPS)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in catalogue.SLOW else c
-                                  for c in catalogue.cases_of(os.path.basename(__file__))])
+@pytest.mark.parametrize("case", catalogue.parameters(os.path.basename(__file__)))
 def test_case_runs_unchanged_and_gives_mxnets_numbers(case, tmp_path):
-    status, stderr, problems = catalogue.replay(case, tmp_path)
-    assert status == 0, stderr
-    assert problems == [], "\n".join(problems)
+    catalogue.check(case, tmp_path)
 
 
 def test_the_alias_page_lists_every_case():

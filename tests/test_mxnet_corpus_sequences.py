@@ -8,9 +8,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mxn
 import catalogue  # noqa: E402
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in catalogue.SLOW else c
-                                  for c in catalogue.cases_of(os.path.basename(__file__))])
+@pytest.mark.parametrize("case", catalogue.parameters(os.path.basename(__file__)))
 def test_case_runs_unchanged_and_gives_mxnets_numbers(case, tmp_path):
-    status, stderr, problems = catalogue.replay(case, tmp_path)
-    assert status == 0, stderr
-    assert problems == [], "\n".join(problems)
+    catalogue.check(case, tmp_path)

@@ -62,3 +62,16 @@ def replay(case, cwd):
     lines = result.stdout.splitlines()
     start = max(i for i, line in enumerate(lines) if line.startswith("["))
     return 0, "", json.loads("\n".join(lines[start:]))
+
+
+def parameters(test_file):
+    """pytest's parameters for the cases ``test_file`` runs, the slow ones marked."""
+    import pytest
+    return [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in cases_of(test_file)]
+
+
+def check(case, cwd):
+    """Assert that ``case`` replays under hybrid.mxnet with MXNet's numbers (for the corpus test files)."""
+    status, stderr, problems = replay(case, cwd)
+    assert status == 0, stderr
+    assert problems == [], "\n".join(problems)
