@@ -173,17 +173,24 @@ def _reading(original: Callable, kind: str) -> Callable:
     return read
 
 
+def _owner(array: Any) -> tuple:
+    """``(Parameter, "data" or "grad")`` when ``array`` is what that Parameter's ``data()`` or ``grad()``
+    returned and still holds (MXNet's arrays are the parameter's buffers), else ``(None, None)``."""
+    param, kind = _OWNERS.get(id(array), (None, None))
+    if kind == "data" and _same(param.own_data, array) or kind == "grad" and _same(param.grad(), array):
+        return param, kind
+    return None, None
+
+
 def write_back(array: Any, value: Any) -> bool:
     """Replace what ``array`` holds by ``value`` when ``array`` is what a Parameter's ``data()`` or
-    ``grad()`` returned and still holds (MXNet's arrays are the parameter's buffers); False otherwise."""
-    param, kind = _OWNERS.get(id(array), (None, None))
-    if kind == "data" and _same(param.own_data, array):
+    ``grad()`` returned and still holds; False otherwise."""
+    param, kind = _owner(array)
+    if kind == "data":
         param.set_data(value)
-        return True
-    if kind == "grad" and _same(param.grad(), array):
+    elif kind == "grad":
         param.set_grad(value)
-        return True
-    return False
+    return kind is not None
 
 
 def _same(current: Any, array: Any) -> bool:
@@ -195,18 +202,19 @@ def _setitem(self: Any, index: Any, value: Any) -> None:
     """MXNet's ``p.data()[idx] = v`` and ``p.grad()[idx] = v``: a write into the array a Parameter's
     ``data()`` or ``grad()`` returned writes the Parameter (other arrays are immutable: JAX's TypeError)."""
     from .handle import unwrap, value_of
-    if not write_back(self, self.at[unwrap(index)].set(value_of(value))):
+    if _owner(self)[1] is None:
         raise TypeError("this jax.Array is immutable (only the arrays a Parameter's data() and grad() returned "
                         "write its Parameter): write x = x.at[idx].set(v), or make a mutable array with "
                         "mx.nd.array(x) / mx.np.array(x)")
+    write_back(self, self.at[unwrap(index)].set(value_of(value)))
 
 
 def _grad(self: Any) -> Any:
     """MXNet's ``p.data().grad``: for the array a Parameter's ``data()`` returned, the Parameter's ``grad()``
     (writes into it write the gradient; None when ``grad_req`` is ``'null'``); ArrayMethodError for any other
     jax.Array."""
-    param, kind = _OWNERS.get(id(self), (None, None))
-    if kind != "data" or not _same(param.own_data, self):
+    param, kind = _owner(self)
+    if kind != "data":
         raise ArrayMethodError(f"{type(self).__name__}.grad: {UNAVAILABLE['grad']}")
     return None if param.grad_req == "null" else param.grad()
 
